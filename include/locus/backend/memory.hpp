@@ -1,0 +1,89 @@
+#pragma once
+// Device memory: allocation through the device's caching arena, copies between any two devices,
+// synchronisation. Copies are synchronous for the caller: when copy() returns, dst holds the data.
+#include <locus/backend/cuda.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+
+#include <cstring>
+
+namespace locus::backend {
+
+[[nodiscard]] inline void* allocate(device_id d, std::size_t bytes) { return registry::instance().arena(d).allocate(bytes); }
+inline void deallocate(device_id d, void* p) noexcept { registry::instance().arena(d).deallocate(p); }
+
+/// True when p lies in a live block of d's arena (for cpu: in no GPU arena, since any host
+/// pointer may be viewed as cpu memory).
+[[nodiscard]] inline bool owns(device_id d, const void* p) {
+  auto& r = registry::instance();
+  if (d.is_gpu()) return r.arena(d).owns(p);
+  for (int i = 0; i < r.gpus(); ++i)
+    if (r.arena({device_kind::gpu, i}).owns(p)) return false;
+  return true;
+}
+
+/// Waits until all work queued on d is done.
+inline void synchronize([[maybe_unused]] device_id d) {
+#if LOCUS_HAS_CUDA
+  if (!d.is_gpu()) return;
+  auto& r = registry::instance();
+  cuda::device_guard guard(r.physical_of(d.index), d);
+  LOCUS_CUDA_CHECK(cudaStreamSynchronize(r.stream(d)), d);
+#endif
+}
+
+/// Copies `bytes` from src (on device `from`) to dst (on device `to`).
+inline void copy(device_id to, void* dst, device_id from, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if LOCUS_HAS_CUDA
+  auto& r = registry::instance();
+  if (!to.is_gpu() && !from.is_gpu()) {
+    std::memcpy(dst, src, bytes);
+  } else if (!from.is_gpu()) {  // host to device
+    cuda::device_guard guard(r.physical_of(to.index), to);
+    LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, r.stream(to)), to);
+    synchronize(to);
+  } else if (!to.is_gpu()) {  // device to host, ordered after the work that wrote src
+    cuda::device_guard guard(r.physical_of(from.index), from);
+    LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, r.stream(from)), from);
+    synchronize(from);
+  } else {
+    synchronize(from);
+    const int pt = r.physical_of(to.index), pf = r.physical_of(from.index);
+    if (pt == pf) {  // two logical GPUs on one card
+      cuda::device_guard guard(pt, to);
+      LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream(to)), to);
+      synchronize(to);
+      return;
+    }
+    int can = 0;
+    LOCUS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, pt, pf), to);
+    if (can) {
+      cuda::device_guard guard(pt, to);
+      const cudaError_t e = cudaDeviceEnablePeerAccess(pf, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else LOCUS_CUDA_CHECK(e, to);
+      LOCUS_CUDA_CHECK(cudaMemcpyPeerAsync(dst, pt, src, pf, bytes, r.stream(to)), to);
+      synchronize(to);
+    } else {  // no peer access: stage through pinned host memory
+      void* staging = nullptr;
+      LOCUS_CUDA_CHECK(cudaMallocHost(&staging, bytes), from);
+      try {
+        copy(id_of<cpu>, staging, from, src, bytes);
+        copy(to, dst, id_of<cpu>, staging, bytes);
+      } catch (...) {
+        (void)cudaFreeHost(staging);
+        throw;
+      }
+      LOCUS_CUDA_CHECK(cudaFreeHost(staging), from);
+    }
+  }
+#else
+  (void)to;
+  (void)from;
+  std::memmove(dst, src, bytes);  // host and emulated GPUs share the address space
+#endif
+}
+
+}  // namespace locus::backend

@@ -1,0 +1,218 @@
+#pragma once
+// The run-time registry of devices: how many GPUs this process has, logical GPUs over physical
+// ones, one caching arena and (CUDA) one stream per device, and the availability check that turns
+// "gpu<5> on a 2-GPU machine" into a device_error listing what exists.
+//
+// Logical GPUs (TensorFlow's logical device configuration): configure_logical_gpus(K), or the
+// environment variable LOCUS_LOGICAL_GPUS=K read on first use, makes gpu<0>..gpu<K-1> available,
+// logical GPU i running on physical GPU i % P. Each logical GPU has its own arena and stream.
+// Emulated GPUs (LOCUS_EMULATE_GPUS): LOCUS_EMULATED_GPUS=P physical ones (default 4).
+#include <locus/backend/caching_allocator.hpp>
+#include <locus/backend/cuda.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace locus {
+namespace backend {
+
+/// Per-device counters that tests and benchmarks read: one kernel (or parallel loop) per launch.
+struct device_counters {
+  std::atomic<std::size_t> launches{0};
+};
+
+class registry {
+public:
+  static registry& instance() {
+    // Leaked on purpose: tensors with static storage duration may free into it during exit.
+    static registry* r = new registry();
+    return *r;
+  }
+
+  [[nodiscard]] int physical_gpus() const noexcept { return physical_; }
+  [[nodiscard]] int gpus() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<int>(gpu_arenas_.size());
+  }
+  [[nodiscard]] static constexpr bool emulated() noexcept { return LOCUS_EMULATE_GPUS != 0; }
+
+  /// Makes gpu<0>..gpu<k-1> available over the physical GPUs. Throws device_error when k < 1,
+  /// when there is no physical GPU, or while any GPU tensor is alive.
+  void configure_logical_gpus(int k) {
+    if (k < 1) throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need at least 1");
+    std::lock_guard lock(mutex_);
+    if (physical_ == 0)
+      throw device_error("locus: configure_logical_gpus(" + std::to_string(k) +
+                         "): this process has no physical GPU; available devices are " + list_locked());
+    for (auto& a : gpu_arenas_)
+      if (a->stats().live_blocks != 0)
+        throw device_error("locus: configure_logical_gpus: " + a->device().full_name() +
+                           " still holds tensors; logical GPUs can only be reconfigured while no GPU tensor "
+                           "is alive");
+    build_gpus_locked(k);
+  }
+
+  /// Throws device_error unless `d` exists in this process.
+  void require(device_id d) const {
+    if (!d.is_gpu()) return;
+    std::lock_guard lock(mutex_);
+    if (d.index < static_cast<int>(gpu_arenas_.size())) return;
+    throw device_error("locus: " + d.full_name() + " (" + d.type_name() +
+                       ") is not available in this process; available devices are " + list_locked());
+  }
+
+  [[nodiscard]] std::vector<std::string> available() const {
+    std::lock_guard lock(mutex_);
+    return available_locked();
+  }
+
+  /// The physical CUDA ordinal (or emulated GPU) behind logical GPU `logical`.
+  [[nodiscard]] int physical_of(int logical) const { return physical_ == 0 ? 0 : logical % physical_; }
+
+  [[nodiscard]] caching_arena& arena(device_id d) {
+    require(d);
+    if (!d.is_gpu()) return *host_arena_;
+    std::lock_guard lock(mutex_);
+    return *gpu_arenas_[static_cast<std::size_t>(d.index)];
+  }
+
+  [[nodiscard]] device_counters& counters(device_id d) {
+    const std::size_t slot = d.is_gpu() ? 1 + std::min<std::size_t>(static_cast<std::size_t>(d.index), max_counted - 1) : 0;
+    return counters_[slot];
+  }
+
+#if LOCUS_HAS_CUDA
+  /// The stream of a logical GPU, created on first use.
+  [[nodiscard]] cudaStream_t stream(device_id d) {
+    require(d);
+    std::lock_guard lock(mutex_);
+    auto& s = streams_[static_cast<std::size_t>(d.index)];
+    if (s == nullptr) {
+      cuda::device_guard guard(physical_of(d.index), d);
+      LOCUS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), d);
+    }
+    return s;
+  }
+#endif
+
+private:
+  static constexpr std::size_t max_counted = 64;
+
+  registry() {
+#if LOCUS_HAS_CUDA
+    physical_ = cuda::physical_device_count();
+#elif LOCUS_EMULATE_GPUS
+    physical_ = env_int("LOCUS_EMULATED_GPUS", 4);
+    if (physical_ < 0) physical_ = 0;
+#endif
+    host_arena_ = std::make_unique<caching_arena>(
+        id_of<cpu>, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); });
+    int logical = physical_;
+    if (physical_ > 0) {
+      const int requested = env_int("LOCUS_LOGICAL_GPUS", 0);
+      if (requested > 0) logical = requested;
+    }
+    build_gpus_locked(logical);
+  }
+
+  static int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return fallback;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < 0 || x > 4096)
+      throw device_error(std::string("locus: environment variable ") + name + "=\"" + v +
+                         "\" is not a device count");
+    return static_cast<int>(x);
+  }
+
+  static void* host_allocate(std::size_t n) noexcept { return ::operator new(n, std::align_val_t{64}, std::nothrow); }
+  static void host_free(void* p) noexcept { ::operator delete(p, std::align_val_t{64}); }
+
+  void build_gpus_locked(int k) {
+    for (auto& a : gpu_arenas_) a->release_cached();
+    gpu_arenas_.clear();
+#if LOCUS_HAS_CUDA
+    for (auto s : streams_)
+      if (s != nullptr) (void)cudaStreamDestroy(s);
+    streams_.assign(static_cast<std::size_t>(k), nullptr);
+#endif
+    for (int i = 0; i < k; ++i) {
+      const device_id d{device_kind::gpu, i};
+#if LOCUS_HAS_CUDA
+      const int phys = physical_of(i);
+      gpu_arenas_.push_back(std::make_unique<caching_arena>(
+          d,
+          [d, phys](std::size_t n) -> void* {
+            cuda::device_guard guard(phys, d);
+            void* p = nullptr;
+            if (cudaMalloc(&p, n) != cudaSuccess) {
+              (void)cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [](void* p) { (void)cudaFree(p); }));
+#else
+      // Emulated GPUs: host memory, but an arena of their own so that a pointer of gpu<0>
+      // is never mistaken for one of gpu<1>.
+      gpu_arenas_.push_back(std::make_unique<caching_arena>(
+          d, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); }));
+#endif
+    }
+  }
+
+  [[nodiscard]] std::vector<std::string> available_locked() const {
+    const std::string job = "/job:localhost/replica:0/task:0";
+    std::vector<std::string> out{job + "/cpu:0"};
+    for (std::size_t i = 0; i < gpu_arenas_.size(); ++i) out.push_back(job + "/gpu:" + std::to_string(i));
+    return out;
+  }
+  [[nodiscard]] std::string list_locked() const {
+    std::string s = "[ ";
+    const auto names = available_locked();
+    for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+    return s + " ]";
+  }
+
+  mutable std::mutex mutex_;
+  int physical_ = 0;
+  std::unique_ptr<caching_arena> host_arena_;
+  std::vector<std::unique_ptr<caching_arena>> gpu_arenas_;
+  std::array<device_counters, max_counted + 1> counters_{};
+#if LOCUS_HAS_CUDA
+  std::vector<cudaStream_t> streams_;
+#endif
+};
+
+}  // namespace backend
+
+/// The devices of this process in TensorFlow's form, the CPU first:
+/// "/job:localhost/replica:0/task:0/cpu:0", "/job:localhost/replica:0/task:0/gpu:0", ...
+[[nodiscard]] inline std::vector<std::string> available_devices() { return backend::registry::instance().available(); }
+
+/// The number of (logical) GPUs gpu<0>..gpu<N-1> available in this process.
+[[nodiscard]] inline int gpu_count() { return backend::registry::instance().gpus(); }
+
+/// Configures K logical GPUs over the physical (or emulated) ones; see backend/registry.hpp.
+inline void configure_logical_gpus(int k) { backend::registry::instance().configure_logical_gpus(k); }
+
+/// Statistics of a device's caching arena.
+[[nodiscard]] inline backend::arena_stats memory_stats(device_id d) { return backend::registry::instance().arena(d).stats(); }
+
+/// Kernel launches (one per fused expression or reduction) on a device since the start.
+[[nodiscard]] inline std::size_t kernel_launches(device_id d) {
+  return backend::registry::instance().counters(d).launches.load(std::memory_order_relaxed);
+}
+
+}  // namespace locus

@@ -1,0 +1,40 @@
+#pragma once
+// Build configuration, included first by every locus header.
+//
+//   LOCUS_HAS_CUDA      1 when the translation unit is compiled by nvcc: gpu<N> runs on real GPUs.
+//   LOCUS_EMULATE_GPUS  define to 1 (CMake option LOCUS_EMULATE_GPUS) in a build without CUDA to get
+//                       emulated GPUs: host memory, one arena per index, every log line marked.
+//   LOCUS_HAS_GPUS      1 when gpu<N> may be named at all.
+//
+// In a CUDA build every translation unit that includes locus must be compiled by nvcc; mixing
+// nvcc and g++ translation units would give the same inline functions two definitions.
+#include <locus/version.hpp>
+
+#if defined(__CUDACC__)
+#  define LOCUS_HAS_CUDA 1
+#  define LOCUS_HOST_DEVICE __host__ __device__
+#else
+#  define LOCUS_HAS_CUDA 0
+#  define LOCUS_HOST_DEVICE
+#endif
+
+#if !defined(LOCUS_EMULATE_GPUS)
+#  define LOCUS_EMULATE_GPUS 0
+#endif
+
+#if LOCUS_EMULATE_GPUS && LOCUS_HAS_CUDA
+#  error "locus: LOCUS_EMULATE_GPUS is for builds without CUDA; an nvcc build runs gpu<N> on real GPUs (configure logical GPUs to get more devices than cards)"
+#endif
+
+#define LOCUS_HAS_GPUS (LOCUS_HAS_CUDA || LOCUS_EMULATE_GPUS)
+
+// Host builds evaluate through Thrust's OpenMP system (sequential CPP system without OpenMP).
+// The device system must be known before the first Thrust header; locus always passes explicit
+// execution policies, so this only keeps Thrust's generic headers away from CUDA.
+#if !LOCUS_HAS_CUDA && !defined(THRUST_DEVICE_SYSTEM)
+#  if defined(_OPENMP)
+#    define THRUST_DEVICE_SYSTEM 2 /* THRUST_DEVICE_SYSTEM_OMP */
+#  else
+#    define THRUST_DEVICE_SYSTEM 4 /* THRUST_DEVICE_SYSTEM_CPP */
+#  endif
+#endif

@@ -1,0 +1,86 @@
+#pragma once
+// Device tags. Types only: nothing here touches CUDA, OpenMP or Thrust.
+//
+//   locus::cpu      the one host device, "/cpu:0" (there is no cpu<1>: every CPU core belongs to it)
+//   locus::gpu<N>   GPU N, "/gpu:N"; a real GPU in an nvcc build, an emulated one with
+//                   LOCUS_EMULATE_GPUS, and a compile error otherwise.
+#include <locus/config.hpp>
+
+#include <concepts>
+#include <string>
+#include <type_traits>
+
+namespace locus {
+
+enum class device_kind { cpu, gpu };
+
+/// The host device. Not a template: the host is one device whatever its core count.
+struct cpu {
+  static constexpr device_kind kind = device_kind::cpu;
+  static constexpr int index = 0;
+};
+
+/// GPU number N (a logical GPU when logical GPUs are configured).
+template <int N>
+struct gpu {
+  static_assert(N >= 0, "locus: gpu<N> needs an index N >= 0");
+  static_assert(LOCUS_HAS_GPUS || N < 0,
+                "locus: gpu<N> needs a CUDA build (compile with nvcc) or GPU emulation (CMake option "
+                "LOCUS_EMULATE_GPUS=ON, or define LOCUS_EMULATE_GPUS=1); this build has only the host device, "
+                "locus::cpu");
+  static constexpr device_kind kind = device_kind::gpu;
+  static constexpr int index = N;
+};
+
+namespace detail {
+template <class T>
+struct is_device_tag : std::false_type {};
+template <>
+struct is_device_tag<cpu> : std::true_type {};
+template <int N>
+struct is_device_tag<gpu<N>> : std::true_type {};
+}  // namespace detail
+
+/// A locus device tag: locus::cpu or locus::gpu<N>. Every placement API is constrained on it.
+template <class D>
+concept device = detail::is_device_tag<std::remove_cvref_t<D>>::value;
+
+template <class D>
+inline constexpr bool is_gpu_v = device<D> && D::kind == device_kind::gpu;
+
+/// TensorFlow's "GPU first" rule, decided at compile time: gpu<0> in a CUDA build, cpu otherwise.
+#if LOCUS_HAS_CUDA
+using default_device = gpu<0>;
+#else
+using default_device = cpu;
+#endif
+
+/// A device named at run time (logs, errors, statistics).
+struct device_id {
+  device_kind kind = device_kind::cpu;
+  int index = 0;
+
+  friend constexpr bool operator==(device_id, device_id) = default;
+  friend constexpr auto operator<=>(device_id, device_id) = default;
+
+  /// "/cpu:0", "/gpu:1"
+  [[nodiscard]] std::string name() const {
+    return (kind == device_kind::cpu ? "/cpu:" : "/gpu:") + std::to_string(index);
+  }
+  /// "/device:CPU:0", "/device:GPU:1"
+  [[nodiscard]] std::string device_name() const {
+    return (kind == device_kind::cpu ? "/device:CPU:" : "/device:GPU:") + std::to_string(index);
+  }
+  /// "/job:localhost/replica:0/task:0/device:GPU:1", the form of TensorFlow's placement log.
+  [[nodiscard]] std::string full_name() const { return "/job:localhost/replica:0/task:0" + device_name(); }
+  /// "cpu", "gpu<1>": the C++ spelling, for messages that suggest code.
+  [[nodiscard]] std::string type_name() const {
+    return kind == device_kind::cpu ? std::string("cpu") : "gpu<" + std::to_string(index) + ">";
+  }
+  [[nodiscard]] constexpr bool is_gpu() const { return kind == device_kind::gpu; }
+};
+
+template <device D>
+inline constexpr device_id id_of{D::kind, D::index};
+
+}  // namespace locus

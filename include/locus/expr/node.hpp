@@ -1,0 +1,259 @@
+#pragma once
+// Expression nodes. An expression such as `exp(y) * 2.f - sqrt(y)` is a tree of small host-side
+// objects (shapes, names, the devices of its leaves); `kernel()` turns it into ONE trivially
+// copyable functor, `k(i)` = value of element i, that runs on host and device. Evaluation is one
+// parallel loop / one CUDA kernel with that functor: no temporaries.
+//
+// Node protocol (what placement and evaluation rely on):
+//   locus_node              marker type
+//   value_type, rank        element type and rank of the result
+//   devices                 type_list of the devices of the leaves (no repeats)
+//   operations              type_list of operation<Op, T> for every operation in the tree
+//   shape()                 run-time extents, checked when the node is built (shape_error)
+//   kernel()                the fused functor
+//   visit(v)                v.leaf(device, name) / v.constant() / v.op(name, type), children first
+//   rebind(f)               the same tree with every tensor leaf l replaced by f(l)
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/tensor/shape.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace locus::expr {
+
+template <class... Xs>
+struct type_list {};
+
+/// One operation Op applied to elements of type T: the unit kernel availability is asked about.
+template <class Op, class T>
+struct operation {};
+
+namespace detail {
+template <class L, class X>
+struct insert_unique;
+template <class... Xs, class X>
+struct insert_unique<type_list<Xs...>, X> {
+  using type = std::conditional_t<(std::is_same_v<X, Xs> || ...), type_list<Xs...>, type_list<Xs..., X>>;
+};
+template <class A, class B>
+struct merge_unique;
+template <class A>
+struct merge_unique<A, type_list<>> {
+  using type = A;
+};
+template <class A, class X, class... Xs>
+struct merge_unique<A, type_list<X, Xs...>> {
+  using type = typename merge_unique<typename insert_unique<A, X>::type, type_list<Xs...>>::type;
+};
+template <class... Ls>
+struct merge_all {
+  using type = type_list<>;
+};
+template <class L, class... Ls>
+struct merge_all<L, Ls...> {
+  using type = typename merge_unique<L, typename merge_all<Ls...>::type>::type;
+};
+}  // namespace detail
+
+template <class... Ls>
+using merge_t = typename detail::merge_all<Ls...>::type;
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: what runs on the device. Trivially copyable, no names, no ownership.
+
+template <class T>
+struct load_kernel {
+  const T* p;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return p[i]; }
+};
+template <class T>
+struct constant_kernel {
+  T value;
+  LOCUS_HOST_DEVICE T operator()(std::size_t) const { return value; }
+};
+template <class Op, class... Ks>
+struct apply_kernel;
+template <class Op, class A>
+struct apply_kernel<Op, A> {
+  Op op;
+  A a;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i)); }
+};
+template <class Op, class A, class B>
+struct apply_kernel<Op, A, B> {
+  Op op;
+  A a;
+  B b;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i)); }
+};
+template <class Op, class A, class B, class C>
+struct apply_kernel<Op, A, B, C> {
+  Op op;
+  A a;
+  B b;
+  C c;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i), c(i)); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Leaves
+
+/// A tensor (or view) operand, held as a view: the tensor must outlive the expression.
+template <class T, class D, int R>
+struct leaf {
+  using locus_node = void;
+  using value_type = T;
+  using device_type = D;
+  static constexpr int rank = R;
+  using devices = type_list<D>;
+  using operations = type_list<>;
+
+  tensor_view<const T, D, R> view;
+
+  [[nodiscard]] const locus::shape<R>& shape() const noexcept { return view.shape(); }
+  [[nodiscard]] load_kernel<T> kernel() const noexcept { return {view.data()}; }
+  template <class V>
+  void visit(V& v) const {
+    v.leaf(id_of<D>, view.name());
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    return f(*this);
+  }
+};
+
+/// A temporary tensor operand (`to<gpu<1>>(x) + y`): the expression shares ownership of it, so it
+/// cannot dangle and the expression stays copyable.
+template <class T, class D, int R>
+struct owning_leaf {
+  using locus_node = void;
+  using value_type = T;
+  using device_type = D;
+  static constexpr int rank = R;
+  using devices = type_list<D>;
+  using operations = type_list<>;
+
+  std::shared_ptr<const tensor<T, D, R>> value;
+
+  [[nodiscard]] const locus::shape<R>& shape() const noexcept { return value->shape(); }
+  [[nodiscard]] load_kernel<T> kernel() const noexcept { return {value->data()}; }
+  template <class V>
+  void visit(V& v) const {
+    v.leaf(id_of<D>, value->name().empty() ? nullptr : value->name().c_str());
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    return f(leaf<T, D, R>{value->view()});
+  }
+};
+
+/// A scalar operand (`2.f`), converted to the element type of the other operand.
+template <class T>
+struct scalar {
+  using locus_node = void;
+  using value_type = T;
+  static constexpr int rank = 0;
+  using devices = type_list<>;
+  using operations = type_list<>;
+
+  T value;
+
+  [[nodiscard]] static locus::shape<0> shape() noexcept { return {}; }
+  [[nodiscard]] constant_kernel<T> kernel() const noexcept { return {value}; }
+  template <class V>
+  void visit(V& v) const {
+    v.constant();
+  }
+  template <class F>
+  [[nodiscard]] scalar rebind(F&) const {
+    return *this;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Operation nodes
+
+namespace detail {
+template <class Op>
+const char* op_name() {
+  if constexpr (requires { Op::name; }) return Op::name;
+  else return "map";
+}
+template <class Op>
+const char* op_type() {
+  if constexpr (requires { Op::type; }) return Op::type;
+  else return "Map";
+}
+}  // namespace detail
+
+/// Op applied elementwise to the children Cs (1 to 3 of them; rank-0 children are broadcast).
+template <class Op, class... Cs>
+struct node {
+  static_assert(sizeof...(Cs) >= 1 && sizeof...(Cs) <= 3, "locus: an expression node takes 1 to 3 operands");
+  using locus_node = void;
+  static constexpr int rank = std::max({Cs::rank...});
+  static_assert(((Cs::rank == 0 || Cs::rank == rank) && ...),
+                "locus: the operands of an elementwise expression must have the same rank (or be scalars)");
+  using value_type = std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<typename Cs::value_type>()...))>;
+  /// The element type kernel availability is asked about: the common type of the operands.
+  using operand_type = std::common_type_t<typename Cs::value_type...>;
+  using devices = merge_t<typename Cs::devices...>;
+  using operations = merge_t<type_list<operation<Op, operand_type>>, typename Cs::operations...>;
+
+  Op op;
+  std::tuple<Cs...> children;
+  locus::shape<rank> extents;
+
+  explicit node(Op o, Cs... cs) : op(o), children(std::move(cs)...), extents(common_shape()) {}
+
+  [[nodiscard]] const locus::shape<rank>& shape() const noexcept { return extents; }
+
+  [[nodiscard]] auto kernel() const {
+    return std::apply([&](const auto&... c) { return apply_kernel<Op, decltype(c.kernel())...>{op, c.kernel()...}; },
+                      children);
+  }
+  template <class V>
+  void visit(V& v) const {
+    std::apply([&](const auto&... c) { (c.visit(v), ...); }, children);
+    v.op(detail::op_name<Op>(), detail::op_type<Op>());
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    return std::apply(
+        [&](const auto&... c) { return node<Op, decltype(c.rebind(f))...>(op, c.rebind(f)...); }, children);
+  }
+
+private:
+  locus::shape<rank> common_shape() const {
+    locus::shape<rank> s{};
+    bool first = true;
+    std::string all;
+    bool mismatch = false;
+    std::apply(
+        [&](const auto&... c) {
+          auto one = [&](const auto& child) {
+            if constexpr (std::remove_cvref_t<decltype(child)>::rank == rank && rank > 0) {
+              all += (all.empty() ? "" : " and ") + child.shape().str();
+              if (first) s = child.shape();
+              else if (!(child.shape() == s)) mismatch = true;
+              first = false;
+            }
+          };
+          (one(c), ...);
+        },
+        children);
+    if (mismatch)
+      throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all + " do not match");
+    return s;
+  }
+};
+
+}  // namespace locus::expr

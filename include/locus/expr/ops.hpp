@@ -1,0 +1,140 @@
+#pragma once
+// The elementwise operations: small function objects usable on host and device. `name` is the node
+// name of TensorFlow's placement log, `type` its op type ("add: (Add): ...").
+#include <locus/config.hpp>
+
+#include <cmath>
+#include <type_traits>
+
+namespace locus::ops {
+
+#define LOCUS_DETAIL_BINARY_OP(NAME, LOG, TYPE, EXPR)                                     \
+  struct NAME {                                                                           \
+    static constexpr const char* name = LOG;                                              \
+    static constexpr const char* type = TYPE;                                             \
+    template <class A, class B>                                                           \
+    LOCUS_HOST_DEVICE constexpr auto operator()(A a, B b) const {                         \
+      using R = std::common_type_t<A, B>;                                                 \
+      return static_cast<R>(EXPR);                                                        \
+    }                                                                                     \
+  };
+LOCUS_DETAIL_BINARY_OP(add, "add", "Add", a + b)
+LOCUS_DETAIL_BINARY_OP(sub, "sub", "Sub", a - b)
+LOCUS_DETAIL_BINARY_OP(mul, "mul", "Mul", a * b)
+LOCUS_DETAIL_BINARY_OP(div, "truediv", "RealDiv", a / b)
+LOCUS_DETAIL_BINARY_OP(minimum, "minimum", "Minimum", b < a ? b : a)
+LOCUS_DETAIL_BINARY_OP(maximum, "maximum", "Maximum", a < b ? b : a)
+#undef LOCUS_DETAIL_BINARY_OP
+
+#define LOCUS_DETAIL_COMPARISON(NAME, LOG, TYPE, SYM)                                     \
+  struct NAME {                                                                           \
+    static constexpr const char* name = LOG;                                              \
+    static constexpr const char* type = TYPE;                                             \
+    template <class A, class B>                                                           \
+    LOCUS_HOST_DEVICE constexpr bool operator()(A a, B b) const {                         \
+      using R = std::common_type_t<A, B>;                                                 \
+      return static_cast<R>(a) SYM static_cast<R>(b);                                     \
+    }                                                                                     \
+  };
+LOCUS_DETAIL_COMPARISON(less, "less", "Less", <)
+LOCUS_DETAIL_COMPARISON(less_equal, "less_equal", "LessEqual", <=)
+LOCUS_DETAIL_COMPARISON(greater, "greater", "Greater", >)
+LOCUS_DETAIL_COMPARISON(greater_equal, "greater_equal", "GreaterEqual", >=)
+LOCUS_DETAIL_COMPARISON(equal, "equal", "Equal", ==)
+LOCUS_DETAIL_COMPARISON(not_equal, "not_equal", "NotEqual", !=)
+#undef LOCUS_DETAIL_COMPARISON
+
+struct pow {
+  static constexpr const char* name = "pow";
+  static constexpr const char* type = "Pow";
+  template <class A, class B>
+  LOCUS_HOST_DEVICE auto operator()(A a, B b) const {
+    using R = std::common_type_t<A, B>;
+    return static_cast<R>(std::pow(static_cast<R>(a), static_cast<R>(b)));
+  }
+};
+
+#define LOCUS_DETAIL_UNARY_OP(NAME, LOG, TYPE, EXPR)                                      \
+  struct NAME {                                                                           \
+    static constexpr const char* name = LOG;                                              \
+    static constexpr const char* type = TYPE;                                             \
+    template <class A>                                                                    \
+    LOCUS_HOST_DEVICE auto operator()(A a) const {                                        \
+      return static_cast<A>(EXPR);                                                        \
+    }                                                                                     \
+  };
+LOCUS_DETAIL_UNARY_OP(neg, "neg", "Neg", -a)
+LOCUS_DETAIL_UNARY_OP(exp, "exp", "Exp", std::exp(a))
+LOCUS_DETAIL_UNARY_OP(log, "log", "Log", std::log(a))
+LOCUS_DETAIL_UNARY_OP(sqrt, "sqrt", "Sqrt", std::sqrt(a))
+LOCUS_DETAIL_UNARY_OP(tanh, "tanh", "Tanh", std::tanh(a))
+LOCUS_DETAIL_UNARY_OP(sigmoid, "sigmoid", "Sigmoid", A(1) / (A(1) + std::exp(-a)))
+LOCUS_DETAIL_UNARY_OP(relu, "relu", "Relu", a > A(0) ? a : A(0))
+LOCUS_DETAIL_UNARY_OP(identity, "identity", "Identity", a)
+#undef LOCUS_DETAIL_UNARY_OP
+
+struct abs {
+  static constexpr const char* name = "abs";
+  static constexpr const char* type = "Abs";
+  template <class A>
+  LOCUS_HOST_DEVICE A operator()(A a) const {
+    if constexpr (std::is_unsigned_v<A>) return a;
+    else return a < A(0) ? static_cast<A>(-a) : a;
+  }
+};
+
+/// where(cond, a, b): TensorFlow's Select.
+struct select {
+  static constexpr const char* name = "select";
+  static constexpr const char* type = "Select";
+  template <class C, class A, class B>
+  LOCUS_HOST_DEVICE auto operator()(C c, A a, B b) const {
+    using R = std::common_type_t<A, B>;
+    return c ? static_cast<R>(a) : static_cast<R>(b);
+  }
+};
+
+template <class U>
+struct cast {
+  static constexpr const char* name = "cast";
+  static constexpr const char* type = "Cast";
+  template <class A>
+  LOCUS_HOST_DEVICE U operator()(A a) const {
+    return static_cast<U>(a);
+  }
+};
+
+/// A user's function object applied elementwise (locus::map). Its log name and type come from
+/// F::name / F::type when F has them, "map" / "Map" otherwise; F::host_only = true says it has no
+/// GPU kernel (soft placement then runs it on the CPU).
+namespace detail {
+template <class F>
+constexpr const char* mapped_name() {
+  if constexpr (requires { F::name; }) return F::name;
+  else return "map";
+}
+template <class F>
+constexpr const char* mapped_type() {
+  if constexpr (requires { F::type; }) return F::type;
+  else return "Map";
+}
+template <class F>
+constexpr bool mapped_host_only() {
+  if constexpr (requires { F::host_only; }) return F::host_only;
+  else return false;
+}
+}  // namespace detail
+
+template <class F>
+struct mapped {
+  static constexpr const char* name = detail::mapped_name<F>();
+  static constexpr const char* type = detail::mapped_type<F>();
+  static constexpr bool host_only = detail::mapped_host_only<F>();
+  F f;
+  template <class... A>
+  LOCUS_HOST_DEVICE auto operator()(A... a) const {
+    return f(a...);
+  }
+};
+
+}  // namespace locus::ops

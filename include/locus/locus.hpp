@@ -1,0 +1,20 @@
+#pragma once
+// locus: tensors whose device is part of their type, fused expressions, placement checked at
+// compile time. The umbrella header: include this one.
+#include <locus/config.hpp>
+#include <locus/version.hpp>
+#include <locus/errors.hpp>
+#include <locus/device/device.hpp>
+#include <locus/log.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/backend/memory.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/tensor/shape.hpp>
+#include <locus/tensor/tensor.hpp>
+#include <locus/tensor/transfer.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/ops.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/placement/policy.hpp>
+#include <locus/placement/kernel.hpp>
+#include <locus/placement/on.hpp>

@@ -1,0 +1,251 @@
+#pragma once
+// on<D, Policy>(expr): binds an expression to device D, checks placement at compile time, and
+// evaluates it there as ONE fused kernel. The result lives on D (on<cpu> for soft placement that
+// fell back), visible in its type: tensor<value_type, D, rank>.
+//
+// Note on the name: in P2300 (C++26 std::execution) `on(sch, work)` means "run there, come back".
+// locus::on<D>(e) runs on D and the result STAYS on D; bring it back explicitly with to<cpu>(t).
+//
+// Also here: `c = expr` / `tensor<T, D> c = expr` (checked exactly like on<D>) and eval(expr), which
+// runs where all of the expression's operands live.
+#include <locus/backend/parallel.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/log.hpp>
+#include <locus/placement/detail/diagnostics.hpp>
+#include <locus/placement/kernel.hpp>
+#include <locus/placement/policy.hpp>
+#include <locus/tensor/tensor.hpp>
+#include <locus/tensor/transfer.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace locus {
+namespace detail {
+
+// ---- compile-time queries over a node's type lists ------------------------------------------
+
+struct no_missing_kernel {};
+
+template <class D, class Ops>
+struct first_missing_kernel {
+  using type = no_missing_kernel;
+};
+template <class D, class Op, class T, class... Rest>
+struct first_missing_kernel<D, expr::type_list<expr::operation<Op, T>, Rest...>> {
+  using type = std::conditional_t<has_kernel_v<Op, D, T>,
+                                  typename first_missing_kernel<D, expr::type_list<Rest...>>::type,
+                                  expr::operation<Op, T>>;
+};
+template <class D, class N>
+using missing_kernel_t = typename first_missing_kernel<D, typename N::operations>::type;
+
+template <class D, class Devices>
+struct first_foreign_device {
+  using type = void;
+};
+template <class D, class X, class... Rest>
+struct first_foreign_device<D, expr::type_list<X, Rest...>> {
+  using type = std::conditional_t<std::is_same_v<X, D>, typename first_foreign_device<D, expr::type_list<Rest...>>::type, X>;
+};
+template <class Devices>
+struct single_device {};
+template <class D>
+struct single_device<expr::type_list<D>> {
+  using type = D;
+};
+
+template <class D, class N>
+using foreign_device_t = typename first_foreign_device<D, typename N::devices>::type;
+
+template <class Target, class Op, class T>
+void fire_no_kernel(expr::operation<Op, T>*) {
+  [[maybe_unused]] no_kernel<Target, Op, T> error;
+}
+template <class Op, class T>
+const char* operation_type(expr::operation<Op, T>*) {
+  return expr::detail::op_type<Op>();
+}
+
+// ---- the placement log ------------------------------------------------------------------------
+
+class log_visitor {
+public:
+  explicit log_visitor(device_id target) : target_(target) {}
+  void leaf(device_id d, const char* name) { emit(name != nullptr ? std::string(name) : numbered("Const"), "Const", d); }
+  void constant() { emit(numbered("Const"), "Const", target_); }
+  void op(const char* name, const char* type) { emit(numbered(name), type, target_); }
+
+private:
+  std::string numbered(const std::string& base) {
+    const int n = counts_[base]++;
+    return n == 0 ? base : base + "_" + std::to_string(n);
+  }
+  static void emit(const std::string& name, const char* type, device_id d) {
+    log_line(name + ": (" + type + "): " + log_device(d));
+  }
+  device_id target_;
+  std::map<std::string, int> counts_;
+};
+
+template <device D, class N>
+void log_evaluation(const N& n) {
+  if (!placement_log_enabled()) return;
+  log_visitor v(id_of<D>);
+  n.visit(v);
+}
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+/// Replaces every leaf that is not on D by a copy on D (to<D>, logged).
+template <device D>
+struct copy_leaves_to {
+  template <class L>
+  auto operator()(const L& l) const {
+    using T = typename L::value_type;
+    if constexpr (std::is_same_v<typename L::device_type, D>) {
+      return l;
+    } else {
+      return expr::owning_leaf<T, D, L::rank>{std::make_shared<const tensor<T, D, L::rank>>(to<D>(l.view))};
+    }
+  }
+};
+
+/// Writes node n (all leaves on D, all kernels available) into dst, shapes already checked.
+template <device D, class N, class T, int R>
+void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
+  log_evaluation<D>(n);
+  backend::transform<D>(dst.size(), n.kernel(), dst.data());
+}
+
+template <class N>
+void check_destination_shape(const N& n, const auto& dst_shape) {
+  if (!(n.shape() == dst_shape))
+    throw shape_error("locus: assignment: the destination has shape " + dst_shape.str() + ", the expression " +
+                      n.shape().str());
+}
+
+/// Which device node N runs on under Policy when bound to D, and whether it is allowed.
+template <device D, class Policy, class N>
+struct placement_of {
+  using missing = missing_kernel_t<D, N>;
+  static constexpr bool kernels_ok = std::is_same_v<missing, no_missing_kernel>;
+  static constexpr bool soft_fallback = !kernels_ok && std::is_same_v<Policy, soft_placement>;
+  using device = std::conditional_t<soft_fallback, cpu, D>;
+  using foreign = foreign_device_t<D, N>;
+  static constexpr bool devices_ok = std::is_void_v<foreign> || std::is_same_v<Policy, implicit_transfers>;
+  static constexpr bool ok = devices_ok && (kernels_ok || soft_fallback);
+
+  /// Fires the one static_assert that explains why the placement is rejected.
+  static void diagnose() {
+    if constexpr (!devices_ok) {
+      [[maybe_unused]] misplaced_operand<foreign, D> error;
+    } else if constexpr (!kernels_ok && !soft_fallback) {
+      fire_no_kernel<D>(static_cast<missing*>(nullptr));
+    }
+  }
+};
+
+template <device Run, class N>
+auto run(const N& n) {
+  auto out = tensor<typename N::value_type, Run, N::rank>::uninitialized_of(n.shape());
+  launch_into<Run>(n, out.view());
+  return out;
+}
+
+template <device D, class Policy, class N>
+auto evaluate(const N& n) {
+  using P = placement_of<D, Policy, N>;
+  if constexpr (!P::ok) {
+    P::diagnose();
+    return tensor<typename N::value_type, D, N::rank>{};
+  } else {
+    using Run = typename P::device;
+    backend::registry::instance().require(id_of<D>);
+    if constexpr (P::soft_fallback) {
+      if (placement_log_enabled())
+        log_line(std::string("soft placement: ") + operation_type(static_cast<typename P::missing*>(nullptr)) +
+                 " has no kernel for " + log_device(id_of<D>) + "; running on " + log_device(id_of<cpu>));
+    }
+    if constexpr (std::is_same_v<Run, D> && std::is_void_v<typename P::foreign>) {
+      return run<Run>(n);
+    } else {
+      copy_leaves_to<Run> copy;
+      return run<Run>(n.rebind(copy));
+    }
+  }
+}
+
+template <class Policy, class Dst, class E>
+void assign(Dst& dst, E&& e) {
+  auto n = expr::as_node(std::forward<E>(e));
+  using N = decltype(n);
+  using D = typename Dst::device_type;
+  using T = typename Dst::value_type;
+  using P = placement_of<D, Policy, N>;
+  if constexpr (N::rank != Dst::rank) {
+    static_assert(N::rank == Dst::rank, "locus: assignment: the expression's rank differs from the destination's");
+  } else if constexpr (!std::is_same_v<typename N::value_type, T>) {
+    static_assert(std::is_same_v<typename N::value_type, T>,
+                  "locus: assignment: the expression's element type differs from the destination's; convert "
+                  "explicitly with locus::cast<T>(expr)");
+  } else if constexpr (!P::ok || P::soft_fallback) {
+    P::diagnose();
+  } else {
+    backend::registry::instance().require(id_of<D>);
+    if constexpr (is_tensor<Dst>::value) {
+      if (dst.size() == 0 && !(n.shape() == dst.shape())) {
+        std::string name = dst.name();
+        dst = Dst::uninitialized_of(n.shape());
+        dst.set_name(std::move(name));
+      }
+    }
+    check_destination_shape(n, dst.shape());
+    if constexpr (std::is_void_v<typename P::foreign>) {
+      launch_into<D>(n, dst.view());
+    } else {
+      copy_leaves_to<D> copy;
+      launch_into<D>(n.rebind(copy), dst.view());
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Evaluates expr on device D as one fused kernel; the result lives on D (on the cpu when
+/// Policy is soft_placement and an operation has no kernel for D). See placement/policy.hpp.
+template <class D, class Policy = strict, class E>
+[[nodiscard]] auto on(E&& e) {
+  if constexpr (!device<D>) {
+    static_assert(device<D>, "locus: on<D>(expr): D must be a device tag, locus::cpu or locus::gpu<N>");
+  } else if constexpr (!detail::is_policy<Policy>) {
+    static_assert(detail::is_policy<Policy>,
+                  "locus: on<D, Policy>(expr): Policy must be locus::strict, locus::soft_placement or "
+                  "locus::implicit_transfers");
+  } else if constexpr (!expr::operand<E>) {
+    static_assert(expr::operand<E>, "locus: on<D>(expr): expr must be a locus tensor, tensor_view or expression");
+  } else {
+    return detail::evaluate<D, Policy>(expr::as_node(std::forward<E>(e)));
+  }
+}
+
+/// Evaluates expr where all of its operands live; does not compile when they live on several devices.
+template <expr::operand E>
+[[nodiscard]] auto eval(E&& e) {
+  using Devices = typename expr::node_t<E>::devices;
+  if constexpr (!requires { typename detail::single_device<Devices>::type; }) {
+    [[maybe_unused]] detail::mixed_devices<Devices> error;
+  } else {
+    return on<typename detail::single_device<Devices>::type>(std::forward<E>(e));
+  }
+}
+
+}  // namespace locus

@@ -1,0 +1,44 @@
+#pragma once
+// shape<Rank>: the run-time extents of a tensor, row-major.
+#include <locus/config.hpp>
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+namespace locus {
+
+template <int Rank>
+struct shape {
+  static_assert(Rank >= 0, "locus: a shape has rank 0 or more");
+  std::array<std::size_t, static_cast<std::size_t>(Rank)> extents{};
+
+  constexpr shape() = default;
+  template <class... I>
+    requires(sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+  constexpr shape(I... e) : extents{static_cast<std::size_t>(e)...} {}  // NOLINT: shape{2, 3} reads best
+  constexpr explicit shape(const std::array<std::size_t, static_cast<std::size_t>(Rank)>& e) : extents(e) {}
+
+  [[nodiscard]] constexpr std::size_t operator[](std::size_t i) const { return extents[i]; }
+  [[nodiscard]] static constexpr int rank() noexcept { return Rank; }
+  /// The number of elements (1 for rank 0).
+  [[nodiscard]] constexpr std::size_t size() const noexcept {
+    std::size_t n = 1;
+    for (auto e : extents) n *= e;
+    return n;
+  }
+  friend constexpr bool operator==(const shape&, const shape&) = default;
+
+  /// "[2, 3]"
+  [[nodiscard]] std::string str() const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < extents.size(); ++i) s += (i ? ", " : "") + std::to_string(extents[i]);
+    return s + "]";
+  }
+};
+
+template <class... I>
+shape(I...) -> shape<static_cast<int>(sizeof...(I))>;
+
+}  // namespace locus

@@ -1,0 +1,327 @@
+#pragma once
+// tensor<T, Device, Rank>: owning, row-major storage on one device; tensor_view: pointer + shape.
+//
+// Semantics: a tensor is move-only. Copying device memory is never implicit: `clone()` copies on
+// the same device, `to<D>(t)` copies to another, and `c = expr` writes into c's own storage.
+// Storage comes from the device's caching arena (backend/caching_allocator.hpp).
+//
+// Element access `t(i, j)` exists only for tensors on the cpu; GPU data reaches the host through
+// `to_vector()` or `to<cpu>(t)`.
+#include <locus/backend/memory.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/tensor/shape.hpp>
+
+#include <cstddef>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <ranges>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace locus {
+
+struct strict;
+template <class T, device D, int Rank>
+class tensor;
+template <class T, device D, int Rank>
+class tensor_view;
+
+namespace detail {
+/// Expression nodes (locus/expr) announce themselves with a member type `locus_node`.
+template <class E>
+concept expression_node = requires { typename std::remove_cvref_t<E>::locus_node; };
+
+/// Defined in <locus/placement/on.hpp> (included by <locus/locus.hpp>): `dst = e`, checked as
+/// on<D, Policy>(e). An empty dst takes e's shape; otherwise the shapes must be equal.
+template <class Policy, class Dst, class E>
+void assign(Dst& dst, E&& e);
+
+template <class T>
+struct is_tensor : std::false_type {};
+template <class T, class D, int R>
+struct is_tensor<tensor<T, D, R>> : std::true_type {};
+template <class T>
+struct is_tensor_view : std::false_type {};
+template <class T, class D, int R>
+struct is_tensor_view<tensor_view<T, D, R>> : std::true_type {};
+
+/// Element count of a shape; throws before anything is allocated when it overflows.
+template <int R>
+std::size_t checked_elements(const shape<R>& s, std::size_t element_size, device_id d) {
+  std::size_t n = 1;
+  for (auto e : s.extents) {
+    if (e != 0 && n > std::numeric_limits<std::size_t>::max() / e)
+      throw allocation_error(d.full_name(), std::numeric_limits<std::size_t>::max(),
+                             "the extents " + s.str() + " overflow size_t");
+    n *= e;
+  }
+  if (n != 0 && n > std::numeric_limits<std::size_t>::max() / element_size)
+    throw allocation_error(d.full_name(), std::numeric_limits<std::size_t>::max(),
+                           "the extents " + s.str() + " need more bytes than size_t can count");
+  return n;
+}
+
+template <class T, device D>
+class device_buffer {
+public:
+  device_buffer() noexcept = default;
+  explicit device_buffer(std::size_t n)
+      : p_(static_cast<T*>(backend::allocate(id_of<D>, n * sizeof(T)))), n_(n) {}
+  device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  device_buffer& operator=(device_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~device_buffer() { release(); }
+  [[nodiscard]] T* data() const noexcept { return p_; }
+  [[nodiscard]] std::size_t size() const noexcept { return n_; }
+
+private:
+  void release() noexcept {
+    if (p_ != nullptr) backend::deallocate(id_of<D>, p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// Host copy of n elements of device memory; std::vector<bool> has no data(), hence the detour.
+template <class T, device D>
+std::vector<T> copy_to_host(const T* p, std::size_t n) {
+  if constexpr (std::is_same_v<T, bool>) {
+    auto tmp = std::make_unique<bool[]>(n);
+    backend::copy(id_of<cpu>, tmp.get(), id_of<D>, p, n);
+    return std::vector<bool>(tmp.get(), tmp.get() + n);
+  } else {
+    std::vector<T> out(n);
+    backend::copy(id_of<cpu>, out.data(), id_of<D>, p, n * sizeof(T));
+    return out;
+  }
+}
+}  // namespace detail
+
+/// A non-owning view: pointer, shape and (optional) name. Regular type: copying a view copies the
+/// reference, like std::span; `v = expr` writes the expression's values into the viewed elements.
+template <class T, device D, int Rank = 1>
+class tensor_view {
+public:
+  using value_type = std::remove_const_t<T>;
+  using element_type = T;
+  using device_type = D;
+  static constexpr int rank = Rank;
+
+  constexpr tensor_view() noexcept = default;
+  /// Unchecked: the caller promises p points to shape.size() elements on D. See make_view().
+  constexpr tensor_view(T* p, locus::shape<Rank> s, const char* name = nullptr) noexcept
+      : p_(p), shape_(s), name_(name) {}
+  constexpr tensor_view(const tensor_view&) noexcept = default;
+  constexpr tensor_view& operator=(const tensor_view&) noexcept = default;
+
+  /// A view of mutable elements converts to a view of const ones.
+  template <class U>
+    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
+  constexpr tensor_view(const tensor_view<U, D, Rank>& o) noexcept  // NOLINT(implicit)
+      : p_(o.data()), shape_(o.shape()), name_(o.name()) {}
+
+  /// Writes e into the viewed elements (checked as on<D>(e); the shapes must be equal).
+  template <detail::expression_node E>
+    requires(!std::is_const_v<T>)
+  const tensor_view& operator=(E&& e) const {
+    auto self = *this;
+    detail::assign<strict>(self, std::forward<E>(e));
+    return *this;
+  }
+
+  [[nodiscard]] constexpr T* data() const noexcept { return p_; }
+  [[nodiscard]] constexpr const locus::shape<Rank>& shape() const noexcept { return shape_; }
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return shape_.size(); }
+  [[nodiscard]] constexpr std::size_t extent(std::size_t i) const noexcept { return shape_[i]; }
+  [[nodiscard]] constexpr const char* name() const noexcept { return name_; }
+  [[nodiscard]] std::vector<value_type> to_vector() const { return detail::copy_to_host<value_type, D>(p_, size()); }
+
+private:
+  T* p_ = nullptr;
+  locus::shape<Rank> shape_{};
+  const char* name_ = nullptr;
+};
+
+/// A checked view of device memory: throws device_error when p belongs to another device's arena
+/// (a gpu<1> pointer viewed as gpu<0> memory, or GPU memory viewed as cpu memory).
+template <device D, class T, int R>
+[[nodiscard]] tensor_view<T, D, R> make_view(T* p, shape<R> s) {
+  if (s.size() != 0 && !backend::owns(id_of<D>, p))
+    throw device_error("locus: make_view<" + id_of<D>.type_name() + ">: the pointer does not belong to " +
+                       id_of<D>.full_name() + "'s memory");
+  return tensor_view<T, D, R>(p, s);
+}
+
+template <class T, device D = default_device, int Rank = 1>
+class tensor {
+  static_assert(Rank >= 1, "locus: a tensor has rank 1 or more");
+  static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T> && !std::is_reference_v<T>,
+                "locus: tensor elements must be non-const, trivially copyable types: they are copied between "
+                "devices byte by byte");
+
+public:
+  using value_type = T;
+  using device_type = D;
+  static constexpr int rank = Rank;
+
+  /// An empty tensor (size 0); it takes the shape of the first expression assigned to it.
+  tensor() noexcept = default;
+
+  /// A tensor of the given shape, every element `fill` (one fill kernel).
+  explicit tensor(locus::shape<Rank> s, T fill = T{}) : shape_(s) {
+    buf_ = detail::device_buffer<T, D>(detail::checked_elements(s, sizeof(T), id_of<D>));
+    backend::fill<D>(buf_.size(), fill, buf_.data());
+  }
+
+  /// tensor<float, cpu> a{1.f, 2.f, 3.f}
+  tensor(std::initializer_list<T> values)
+    requires(Rank == 1)
+      : tensor(locus::shape<1>{values.size()}, std::span<const T>(values.begin(), values.size()), uninitialized) {}
+
+  /// tensor<float, cpu, 2> m{{1.f, 2.f}, {3.f, 4.f}}; ragged rows throw shape_error.
+  tensor(std::initializer_list<std::initializer_list<T>> rows)
+    requires(Rank == 2)
+  {
+    const std::size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
+    std::vector<T> flat;
+    flat.reserve(rows.size() * cols);
+    std::size_t r = 0;
+    for (const auto& row : rows) {
+      if (row.size() != cols)
+        throw shape_error("locus: tensor from nested lists: row " + std::to_string(r) + " has " +
+                          std::to_string(row.size()) + " elements, row 0 has " + std::to_string(cols));
+      flat.insert(flat.end(), row.begin(), row.end());
+      ++r;
+    }
+    *this = tensor(locus::shape<2>{rows.size(), cols}, std::span<const T>(flat), uninitialized);
+  }
+
+  /// Copies a host range of exactly s.size() elements; throws shape_error otherwise.
+  template <std::ranges::contiguous_range Range>
+    requires std::is_same_v<std::remove_cv_t<std::ranges::range_value_t<Range>>, T>
+  tensor(locus::shape<Rank> s, const Range& host)
+      : tensor(s, std::span<const T>(std::ranges::data(host), std::ranges::size(host)), uninitialized) {}
+
+  /// Rank 1 from a host range: tensor<float, gpu<0>> x(std::vector<float>{...}).
+  template <std::ranges::contiguous_range Range>
+    requires(Rank == 1 && std::is_same_v<std::remove_cv_t<std::ranges::range_value_t<Range>>, T> &&
+             !detail::is_tensor<std::remove_cvref_t<Range>>::value)
+  explicit tensor(const Range& host) : tensor(locus::shape<1>{std::ranges::size(host)}, host) {}
+
+  /// Evaluates an expression on D (checked exactly as on<D>(e)).
+  template <detail::expression_node E>
+  tensor(E&& e) {  // NOLINT(google-explicit-constructor): `tensor<float, cpu> c = a + b;` is the point
+    detail::assign<strict>(*this, std::forward<E>(e));
+  }
+  /// Writes an expression into this tensor's storage (checked as on<D>(e)). An empty tensor takes
+  /// the expression's shape; otherwise the shapes must be equal (shape_error, nothing written).
+  template <detail::expression_node E>
+  tensor& operator=(E&& e) {
+    detail::assign<strict>(*this, std::forward<E>(e));
+    return *this;
+  }
+
+  tensor(tensor&&) noexcept = default;
+  tensor& operator=(tensor&&) noexcept = default;
+  tensor(const tensor&) = delete;             // copies are explicit: clone() or to<D>(t)
+  tensor& operator=(const tensor&) = delete;  // element copies are explicit: t = copy(u)
+  ~tensor() = default;
+
+  /// A deep copy on the same device.
+  [[nodiscard]] tensor clone() const {
+    tensor t(shape_, uninitialized);
+    backend::copy(id_of<D>, t.data(), id_of<D>, data(), size() * sizeof(T));
+    t.name_ = name_;
+    return t;
+  }
+
+  [[nodiscard]] T* data() noexcept { return buf_.data(); }
+  [[nodiscard]] const T* data() const noexcept { return buf_.data(); }
+  [[nodiscard]] const locus::shape<Rank>& shape() const noexcept { return shape_; }
+  [[nodiscard]] std::size_t size() const noexcept { return shape_.size(); }
+  [[nodiscard]] std::size_t extent(std::size_t i) const noexcept { return shape_[i]; }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+
+  [[nodiscard]] tensor_view<T, D, Rank> view() noexcept { return {data(), shape_, name_ptr()}; }
+  [[nodiscard]] tensor_view<const T, D, Rank> view() const noexcept { return {data(), shape_, name_ptr()}; }
+
+  /// The values, copied to the host.
+  [[nodiscard]] std::vector<T> to_vector() const { return detail::copy_to_host<T, D>(data(), size()); }
+
+  /// Names appear in the placement log ("a: (Const): ...").
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  tensor& set_name(std::string n) & {
+    name_ = std::move(n);
+    return *this;
+  }
+  [[nodiscard]] tensor named(std::string n) && {
+    name_ = std::move(n);
+    return std::move(*this);
+  }
+
+  /// Every element becomes v (one fill kernel).
+  void fill(T v) { backend::fill<D>(size(), v, data()); }
+
+  /// Host element access, cpu tensors only.
+  template <class... I>
+    requires(std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+  [[nodiscard]] T& operator()(I... idx) noexcept {
+    return buf_.data()[offset(idx...)];
+  }
+  template <class... I>
+    requires(std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+  [[nodiscard]] const T& operator()(I... idx) const noexcept {
+    return buf_.data()[offset(idx...)];
+  }
+
+private:
+  template <class T2, device D2, int R2>
+  friend class tensor;
+  struct uninitialized_t {};
+  static constexpr uninitialized_t uninitialized{};
+
+  tensor(locus::shape<Rank> s, uninitialized_t)
+      : buf_(detail::checked_elements(s, sizeof(T), id_of<D>)), shape_(s) {}
+  tensor(locus::shape<Rank> s, std::span<const T> host, uninitialized_t) : shape_(s) {
+    const std::size_t n = detail::checked_elements(s, sizeof(T), id_of<D>);
+    if (host.size() != n)
+      throw shape_error("locus: tensor of shape " + s.str() + " needs " + std::to_string(n) +
+                        " elements, the host range has " + std::to_string(host.size()));
+    buf_ = detail::device_buffer<T, D>(n);
+    backend::copy(id_of<D>, buf_.data(), id_of<cpu>, host.data(), n * sizeof(T));
+  }
+
+  template <class... I>
+  std::size_t offset(I... idx) const noexcept {
+    const std::size_t is[] = {static_cast<std::size_t>(idx)...};
+    std::size_t o = 0;
+    for (std::size_t k = 0; k < sizeof...(I); ++k) o = o * shape_[k] + is[k];
+    return o;
+  }
+  const char* name_ptr() const noexcept { return name_.empty() ? nullptr : name_.c_str(); }
+
+  detail::device_buffer<T, D> buf_;
+  locus::shape<Rank> shape_{};
+  std::string name_;
+
+public:
+  /// Internal: an uninitialised tensor for results about to be overwritten by a kernel.
+  [[nodiscard]] static tensor uninitialized_of(locus::shape<Rank> s) { return tensor(s, uninitialized); }
+};
+
+}  // namespace locus

@@ -1,0 +1,33 @@
+#pragma once
+// to<D>(t): the explicit transfer. Host to GPU, GPU to host, GPU to GPU (peer copy, staged through
+// pinned host memory where peer access is off). Every transfer between two devices is logged and
+// counted in transfer_stats(); to<D>(t) with t already on D is a clone and moves nothing.
+#include <locus/backend/memory.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/log.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <type_traits>
+
+namespace locus {
+
+/// A copy of the viewed elements on device To.
+template <device To, class T, device From, int R>
+[[nodiscard]] tensor<std::remove_const_t<T>, To, R> to(const tensor_view<T, From, R>& v) {
+  using U = std::remove_const_t<T>;
+  auto out = tensor<U, To, R>::uninitialized_of(v.shape());
+  const std::size_t bytes = v.size() * sizeof(U);
+  backend::copy(id_of<To>, out.data(), id_of<From>, v.data(), bytes);
+  if constexpr (!std::is_same_v<To, From>) detail::log_transfer(id_of<From>, id_of<To>, bytes);
+  if (v.name() != nullptr) out.set_name(v.name());
+  return out;
+}
+
+/// A copy of t on device To (named like t).
+template <device To, class T, device From, int R>
+[[nodiscard]] tensor<T, To, R> to(const tensor<T, From, R>& t) {
+  return to<To>(t.view());
+}
+
+}  // namespace locus
