@@ -209,11 +209,14 @@ void assign(Dst& dst, E&& e) {
       }
     }
     check_destination_shape(n, dst.shape());
+    tensor_view<T, D, Dst::rank> out;
+    if constexpr (is_tensor<Dst>::value) out = dst.view();
+    else out = dst;
     if constexpr (std::is_void_v<typename P::foreign>) {
-      launch_into<D>(n, dst.view());
+      launch_into<D>(n, out);
     } else {
       copy_leaves_to<D> copy;
-      launch_into<D>(n.rebind(copy), dst.view());
+      launch_into<D>(n.rebind(copy), out);
     }
   }
 }
@@ -243,6 +246,7 @@ template <expr::operand E>
   using Devices = typename expr::node_t<E>::devices;
   if constexpr (!requires { typename detail::single_device<Devices>::type; }) {
     [[maybe_unused]] detail::mixed_devices<Devices> error;
+    return tensor<typename expr::node_t<E>::value_type, cpu, expr::node_t<E>::rank>{};  // stops the cascade
   } else {
     return on<typename detail::single_device<Devices>::type>(std::forward<E>(e));
   }

@@ -1,0 +1,48 @@
+# Helpers for the project's own tests and examples (never installed).
+include_guard(GLOBAL)
+
+find_package(Catch2 CONFIG REQUIRED)
+include(Catch)
+
+# Flags of the project's own code: warnings as errors, sanitizers when asked.
+function(locus_project_flags tgt)
+  get_target_property(_srcs ${tgt} SOURCES)
+  if(LOCUS_ENABLE_CUDA)
+    set_source_files_properties(${_srcs} TARGET_DIRECTORY ${tgt} PROPERTIES LANGUAGE CUDA)
+    target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra>)
+  else()
+    target_compile_options(${tgt} PRIVATE -Wall -Wextra -Wpedantic -Werror)
+  endif()
+  if(LOCUS_SANITIZE)
+    list(JOIN LOCUS_SANITIZE "," _san)
+    target_compile_options(${tgt} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${tgt} PRIVATE -fsanitize=${_san})
+  endif()
+endfunction()
+
+# The variant a test binary is built for: host (cpu only), emulated (LOCUS_EMULATE_GPUS=1), cuda.
+function(locus_variant_definitions tgt variant)
+  if(variant STREQUAL "emulated")
+    target_compile_definitions(${tgt} PRIVATE LOCUS_EMULATE_GPUS=1)
+  endif()
+endfunction()
+
+function(locus_link_catch2 tgt)
+  if(Catch2_VERSION VERSION_GREATER_EQUAL 3)
+    target_link_libraries(${tgt} PRIVATE Catch2::Catch2WithMain)
+  elseif(TARGET Catch2::Catch2WithMain)
+    target_link_libraries(${tgt} PRIVATE Catch2::Catch2WithMain)
+    target_compile_definitions(${tgt} PRIVATE LOCUS_CATCH2_V2)
+  else()
+    target_sources(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common/catch_main_v2.cpp)
+    target_link_libraries(${tgt} PRIVATE Catch2::Catch2)
+    target_compile_definitions(${tgt} PRIVATE LOCUS_CATCH2_V2)
+  endif()
+endfunction()
+
+# The variants this build makes: host + emulated without CUDA, cuda with it.
+if(LOCUS_ENABLE_CUDA)
+  set(LOCUS_TEST_VARIANTS cuda)
+else()
+  set(LOCUS_TEST_VARIANTS host emulated)
+endif()

@@ -1,0 +1,127 @@
+#include "../common/test_support.hpp"
+
+#include <cstdlib>
+#include <string>
+
+using namespace locus;
+
+namespace {
+
+int expected_physical_gpus() {
+#if LOCUS_EMULATE_GPUS
+  const char* v = std::getenv("LOCUS_EMULATED_GPUS");
+  return v != nullptr && *v != '\0' ? std::atoi(v) : 4;
+#elif LOCUS_HAS_CUDA
+  return backend::cuda::physical_device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("device tags are types with TensorFlow's names", "[device]") {
+  STATIC_REQUIRE(device<cpu>);
+  STATIC_REQUIRE(!device<int>);
+  STATIC_REQUIRE(!device<device_id>);
+  STATIC_REQUIRE(cpu::kind == device_kind::cpu);
+  STATIC_REQUIRE(cpu::index == 0);
+  CHECK(id_of<cpu>.name() == "/cpu:0");
+  CHECK(id_of<cpu>.device_name() == "/device:CPU:0");
+  CHECK(id_of<cpu>.full_name() == "/job:localhost/replica:0/task:0/device:CPU:0");
+  CHECK(id_of<cpu>.type_name() == "cpu");
+  const device_id g1{device_kind::gpu, 1};
+  CHECK(g1.name() == "/gpu:1");
+  CHECK(g1.device_name() == "/device:GPU:1");
+  CHECK(g1.full_name() == "/job:localhost/replica:0/task:0/device:GPU:1");
+  CHECK(g1.type_name() == "gpu<1>");
+  CHECK(g1 != id_of<cpu>);
+}
+
+TEST_CASE("default_device follows TensorFlow's GPU-first rule at compile time", "[device]") {
+#if LOCUS_HAS_CUDA
+  STATIC_REQUIRE(std::is_same_v<default_device, gpu<0>>);
+#else
+  STATIC_REQUIRE(std::is_same_v<default_device, cpu>);
+#endif
+  STATIC_REQUIRE(std::is_same_v<tensor<float>::device_type, default_device>);
+}
+
+TEST_CASE("devices map to Thrust systems", "[device][backend]") {
+  STATIC_REQUIRE(std::is_same_v<backend::thrust_system_t<cpu>, backend::host_system>);
+#if defined(_OPENMP)
+  STATIC_REQUIRE(std::is_same_v<backend::host_system, thrust::system::omp::tag>);
+#endif
+#if LOCUS_HAS_CUDA
+  STATIC_REQUIRE(std::is_same_v<backend::thrust_system_t<gpu<1>>, thrust::system::cuda::tag>);
+#elif LOCUS_EMULATE_GPUS
+  STATIC_REQUIRE(device<gpu<3>>);
+  STATIC_REQUIRE(is_gpu_v<gpu<3>>);
+  STATIC_REQUIRE(gpu<3>::index == 3);
+  STATIC_REQUIRE(std::is_same_v<backend::thrust_system_t<gpu<1>>, backend::host_system>);  // emulated: host
+#endif
+}
+
+TEST_CASE("available_devices lists the CPU and every GPU in TensorFlow's form", "[device][registry]") {
+  const int gpus = expected_physical_gpus();
+  CHECK(gpu_count() == gpus);
+  const auto devs = available_devices();
+  REQUIRE(devs.size() == static_cast<std::size_t>(1 + gpus));
+  CHECK(devs[0] == "/job:localhost/replica:0/task:0/cpu:0");
+  for (int i = 0; i < gpus; ++i) CHECK(devs[1 + i] == "/job:localhost/replica:0/task:0/gpu:" + std::to_string(i));
+}
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("touching a GPU past the count throws device_error listing the available devices", "[device][registry]") {
+  const int gpus = gpu_count();
+  REQUIRE(gpus < 7);
+  std::string expected = "available devices are [ /job:localhost/replica:0/task:0/cpu:0";
+  for (int i = 0; i < gpus; ++i) expected += ", /job:localhost/replica:0/task:0/gpu:" + std::to_string(i);
+  expected += " ]";
+  try {
+    tensor<float, gpu<7>> t(shape{3});
+    FAIL("gpu<7> should not exist");
+  } catch (const device_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("locus: /job:localhost/replica:0/task:0/device:GPU:7 (gpu<7>) is not available") == 0);
+    CHECK(what.find(expected) != std::string::npos);
+  }
+  CHECK_THROWS_AS(to<gpu<7>>(tensor<float, cpu>{1.f}), device_error);
+}
+
+TEST_CASE("logical GPUs run more GPUs than the machine has", "[device][registry][logical]") {
+  const int physical = backend::registry::instance().physical_gpus();
+  REQUIRE(physical >= 1);
+  configure_logical_gpus(6);
+  REQUIRE(gpu_count() == 6);
+  for (int i = 0; i < 6; ++i) CHECK(backend::registry::instance().physical_of(i) == i % physical);
+  {
+    tensor<float, gpu<5>> x{1.f, 2.f, 3.f};
+    auto y = on<gpu<5>>(x * 2.f);
+    CHECK(y.to_vector() == std::vector<float>{2.f, 4.f, 6.f});
+    CHECK(available_devices().back() == "/job:localhost/replica:0/task:0/gpu:5");
+    // Logical GPUs keep arenas of their own even when they share a card.
+    CHECK(memory_stats({device_kind::gpu, 5}).live_blocks == 2);
+    CHECK(memory_stats({device_kind::gpu, 4}).live_blocks == 0);
+    try {
+      configure_logical_gpus(2);
+      FAIL("reconfigured while tensors are alive");
+    } catch (const device_error& e) {
+      CHECK(std::string(e.what()).find("still holds tensors") != std::string::npos);
+    }
+    CHECK(gpu_count() == 6);
+  }
+  configure_logical_gpus(2);
+  CHECK(gpu_count() == 2);
+  CHECK_THROWS_AS((tensor<float, gpu<5>>(shape{1})), device_error);
+  CHECK_THROWS_AS(configure_logical_gpus(0), device_error);
+  configure_logical_gpus(physical);
+}
+#else
+TEST_CASE("a host-only build has exactly one device and no logical GPUs", "[device][registry]") {
+  CHECK(gpu_count() == 0);
+  CHECK_THROWS_WITH(configure_logical_gpus(2),
+                    "locus: configure_logical_gpus(2): this process has no physical GPU; available devices are "
+                    "[ /job:localhost/replica:0/task:0/cpu:0 ]");
+}
+#endif

@@ -1,0 +1,198 @@
+#include "../common/test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace locus;
+using locus_test::all_close;
+using locus_test::float_cases;
+using locus_test::random_values;
+
+namespace {
+
+// Large enough to take the parallel path, odd so that no loop divides it evenly.
+constexpr std::size_t n_large = (std::size_t{1} << 15) + 7;
+
+template <class T>
+std::vector<double> reference(const std::vector<T>& a, const std::function<double(double)>& f) {
+  std::vector<double> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(static_cast<double>(a[i]));
+  return r;
+}
+template <class T>
+std::vector<double> reference(const std::vector<T>& a, const std::vector<T>& b,
+                              const std::function<double(double, double)>& f) {
+  std::vector<double> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(static_cast<double>(a[i]), static_cast<double>(b[i]));
+  return r;
+}
+
+struct clamp_to_unit {  // a user function object for map()
+  template <class T>
+  LOCUS_HOST_DEVICE T operator()(T x) const {
+    return x < T(0) ? T(0) : (x > T(1) ? T(1) : x);
+  }
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("arithmetic matches a double-precision loop", "[expr]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  for (std::size_t n : {std::size_t{17}, n_large}) {
+    const auto ha = random_values<T>(n, 0.5, 2.0, 1), hb = random_values<T>(n, 0.5, 2.0, 2);
+    tensor<T, D> a(ha), b(hb);
+    CHECK(all_close(on<D>(a + b).to_vector(), reference(ha, hb, std::plus<>{})));
+    CHECK(all_close(on<D>(a - b).to_vector(), reference(ha, hb, std::minus<>{})));
+    CHECK(all_close(on<D>(a * b).to_vector(), reference(ha, hb, std::multiplies<>{})));
+    CHECK(all_close(on<D>(a / b).to_vector(), reference(ha, hb, std::divides<>{})));
+    CHECK(all_close(on<D>(-a).to_vector(), reference(ha, [](double x) { return -x; })));
+    CHECK(all_close(on<D>(T(3) - a).to_vector(), reference(ha, [](double x) { return 3 - x; })));
+    CHECK(all_close(on<D>(a / 4).to_vector(), reference(ha, [](double x) { return x / 4; })));
+    CHECK(all_close(on<D>(pow(a, b)).to_vector(), reference(ha, hb, [](double x, double y) { return std::pow(x, y); }), 8 * locus_test::tolerance<T>()));
+    CHECK(all_close(on<D>(min(a, b)).to_vector(), reference(ha, hb, [](double x, double y) { return std::min(x, y); })));
+    CHECK(all_close(on<D>(max(a, 1.0)).to_vector(), reference(ha, [](double x) { return std::max(x, 1.0); })));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("math functions match a double-precision loop", "[expr]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const double tol = 4 * locus_test::tolerance<T>();
+  const auto hp = random_values<T>(n_large, 0.1, 4.0, 3);   // positive: log, sqrt
+  const auto hs = random_values<T>(n_large, -4.0, 4.0, 4);  // signed
+  tensor<T, D> p(hp), s(hs);
+  CHECK(all_close(on<D>(exp(s)).to_vector(), reference(hs, [](double x) { return std::exp(x); }), tol));
+  CHECK(all_close(on<D>(log(p)).to_vector(), reference(hp, [](double x) { return std::log(x); }), tol));
+  CHECK(all_close(on<D>(sqrt(p)).to_vector(), reference(hp, [](double x) { return std::sqrt(x); }), tol));
+  CHECK(all_close(on<D>(abs(s)).to_vector(), reference(hs, [](double x) { return std::abs(x); }), tol));
+  CHECK(all_close(on<D>(tanh(s)).to_vector(), reference(hs, [](double x) { return std::tanh(x); }), tol));
+  CHECK(all_close(on<D>(sigmoid(s)).to_vector(), reference(hs, [](double x) { return 1 / (1 + std::exp(-x)); }), tol));
+  CHECK(all_close(on<D>(relu(s)).to_vector(), reference(hs, [](double x) { return x > 0 ? x : 0; }), tol));
+  CHECK(all_close(on<D>(map(clamp_to_unit{}, s)).to_vector(),
+                  reference(hs, [](double x) { return std::clamp(x, 0.0, 1.0); }), tol));
+}
+
+TEMPLATE_LIST_TEST_CASE("comparisons, where and casts", "[expr]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const auto ha = random_values<T>(n_large, -1, 1, 5), hb = random_values<T>(n_large, -1, 1, 6);
+  tensor<T, D> a(ha), b(hb);
+  const auto lt = on<D>(a < b).to_vector(), ge = on<D>(a >= 0).to_vector(), eq = on<D>(a == a).to_vector();
+  const auto sel = on<D>(where(a > b, a, b * 2)).to_vector();
+  const auto sel_scalar = on<D>(where(a > 0, T(1), T(-1))).to_vector();
+  const auto rounded = on<D>(cast<int>(a * 10)).to_vector();
+  STATIC_REQUIRE(std::is_same_v<decltype(on<D>(a < b)), tensor<bool, D>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(on<D>(cast<int>(a))), tensor<int, D>>);
+  for (std::size_t i = 0; i < n_large; ++i) {
+    REQUIRE(lt[i] == (ha[i] < hb[i]));
+    REQUIRE(ge[i] == (ha[i] >= 0));
+    REQUIRE(eq[i]);
+    REQUIRE(sel[i] == (ha[i] > hb[i] ? ha[i] : hb[i] * 2));
+    REQUIRE(sel_scalar[i] == (ha[i] > 0 ? T(1) : T(-1)));
+    REQUIRE(rounded[i] == static_cast<int>(ha[i] * 10));
+  }
+}
+
+TEST_CASE("integer expressions stay integers", "[expr]") {
+  tensor<int, cpu> a{-3, 0, 4}, b{2, 5, -1};
+  STATIC_REQUIRE(std::is_same_v<decltype(on<cpu>(a * b)), tensor<int, cpu>>);
+  CHECK(on<cpu>(a * b + 1).to_vector() == std::vector<int>{-5, 1, -3});
+  CHECK(on<cpu>(abs(a)).to_vector() == std::vector<int>{3, 0, 4});
+  CHECK(on<cpu>(relu(a)).to_vector() == std::vector<int>{0, 0, 4});
+  tensor<unsigned, cpu> u{1u, 7u};
+  CHECK(on<cpu>(abs(u)).to_vector() == std::vector<unsigned>{1u, 7u});
+}
+
+TEST_CASE("scalars take the element type of the tensor", "[expr]") {
+  tensor<float, cpu> a{1.f, 2.f};
+  STATIC_REQUIRE(std::is_same_v<decltype(on<cpu>(a * 2.0)), tensor<float, cpu>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(on<cpu>(2 - a)), tensor<float, cpu>>);
+  tensor<double, cpu> d{1.0};
+  STATIC_REQUIRE(std::is_same_v<decltype(on<cpu>(a + d)), tensor<double, cpu>>);  // two tensors: common type
+}
+
+TEMPLATE_LIST_TEST_CASE("a whole expression is one kernel with no temporaries", "[expr][fusion]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D> y(random_values<T>(n_large, 0.5, 2.0, 7));
+  const auto hy = y.to_vector();
+  const auto launches = kernel_launches(id_of<D>);
+  const auto live = memory_stats(id_of<D>).live_blocks;
+  auto w = on<D>(exp(y) * T(2) - sqrt(y) + where(y > T(1), y, T(0)) / (y + T(1)));
+  CHECK(kernel_launches(id_of<D>) == launches + 1);
+  CHECK(memory_stats(id_of<D>).live_blocks == live + 1);  // the result, nothing else
+  CHECK(all_close(w.to_vector(), reference(hy, [](double v) {
+                    return std::exp(v) * 2 - std::sqrt(v) + (v > 1 ? v : 0) / (v + 1);
+                  }), 8 * locus_test::tolerance<T>()));
+}
+
+TEMPLATE_LIST_TEST_CASE("assigning an expression writes into the destination, aliasing included", "[expr][assign]",
+                        float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const auto ha = random_values<T>(n_large, -1, 1, 8), hb = random_values<T>(n_large, -1, 1, 9);
+  tensor<T, D> a(ha), b(hb);
+  const T* storage = a.data();
+  a = a * T(2) + b;
+  CHECK(a.data() == storage);
+  CHECK(all_close(a.to_vector(), reference(ha, hb, [](double x, double y) { return x * 2 + y; })));
+  tensor<T, D> c;  // empty: takes the expression's shape
+  c = a - b;
+  CHECK(c.size() == n_large);
+  tensor<T, D> d = b * b;  // constructed from an expression
+  CHECK(all_close(d.to_vector(), reference(hb, [](double x) { return x * x; })));
+}
+
+TEMPLATE_LIST_TEST_CASE("rank-2 expressions", "[expr]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 2> m{{T(1), T(2), T(3)}, {T(4), T(5), T(6)}};
+  auto r = on<D>(m * m - T(1));
+  STATIC_REQUIRE(decltype(r)::rank == 2);
+  CHECK(r.shape() == shape{2, 3});
+  CHECK(r.to_vector() == std::vector<T>{T(0), T(3), T(8), T(15), T(24), T(35)});
+}
+
+TEMPLATE_LIST_TEST_CASE("mismatched extents throw shape_error before any kernel runs", "[expr][errors]",
+                        float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D> a{T(1), T(2), T(3)}, b{T(1), T(2), T(3), T(4)};
+  tensor<T, D> c{T(9), T(9), T(9), T(9)};
+  tensor<T, D, 2> m(shape{2, 3}), k(shape{3, 2});
+  const auto launches = kernel_launches(id_of<D>);
+  CHECK_THROWS_WITH(on<D>(a + b), "locus: add: operand shapes [3] and [4] do not match");
+  CHECK_THROWS_WITH(on<D>(exp(a) * (b + T(1))), "locus: mul: operand shapes [3] and [4] do not match");
+  CHECK_THROWS_WITH(c = a * T(2), "locus: assignment: the destination has shape [4], the expression [3]");
+  CHECK(c.to_vector() == std::vector<T>(4, T(9)));  // untouched
+  CHECK_THROWS_WITH(on<D>(m + k), "locus: add: operand shapes [2, 3] and [3, 2] do not match");
+  CHECK(kernel_launches(id_of<D>) == launches);
+}
+
+TEMPLATE_LIST_TEST_CASE("temporary tensors are owned by the expression", "[expr]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D> b{T(1), T(2)};
+  auto e = tensor<T, D>{T(10), T(20)} + b;  // the temporary lives as long as e
+  auto f = e * T(2);                        // expressions copy cheaply
+  CHECK(on<D>(f).to_vector() == std::vector<T>{T(22), T(44)});
+  CHECK(on<D>(e).to_vector() == std::vector<T>{T(11), T(22)});
+}
+
+namespace overloads {
+template <class A, class B>
+concept addable = requires(A a, B b) { a + b; };
+}  // namespace overloads
+
+TEST_CASE("operators never take part in unrelated overload sets", "[expr]") {
+  STATIC_REQUIRE(!overloads::addable<std::vector<float>, float>);
+  STATIC_REQUIRE(!overloads::addable<std::string, int>);
+  STATIC_REQUIRE(overloads::addable<tensor<float, cpu>&, float>);
+  STATIC_REQUIRE(overloads::addable<float, const tensor<float, cpu>&>);
+  STATIC_REQUIRE(std::is_trivially_copyable_v<decltype((tensor<float, cpu>{} + 1.f).kernel())>);
+}
