@@ -29,10 +29,10 @@ function(locus_link_backend tgt)
     # nvcc passes -fopenmp to its host compiler; OpenMP::OpenMP_CXX only knows g++'s spelling.
     target_compile_options(${tgt} INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fopenmp>
                                             $<$<COMPILE_LANGUAGE:CXX>:${OpenMP_CXX_FLAGS}>)
-    target_link_options(${tgt} INTERFACE $<$<LINK_LANGUAGE:CUDA>:-Xcompiler=-fopenmp>
-                                         $<$<LINK_LANGUAGE:CXX>:${OpenMP_CXX_FLAGS}>)
+    target_link_libraries(${tgt} INTERFACE ${OpenMP_CXX_LIBRARIES})
   endif()
   if(LOCUS_ENABLE_CUDA)
-    target_compile_options(${tgt} INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+    # CMake 3.25 believes nvcc 13 already defaults to C++20 and omits the flag: spell it out.
+    target_compile_options(${tgt} INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
   endif()
 endfunction()

@@ -40,9 +40,13 @@ function(locus_link_catch2 tgt)
   endif()
 endfunction()
 
-# The variants this build makes: host + emulated without CUDA, cuda with it.
+# The variants this build makes: host (cpu only) and emulated (LOCUS_EMULATE_GPUS=1) without CUDA,
+# cuda with it. Compile-fail and header checks cost a compile each; sanitizer builds skip them.
 if(LOCUS_ENABLE_CUDA)
   set(LOCUS_TEST_VARIANTS cuda)
 else()
-  set(LOCUS_TEST_VARIANTS host emulated)
+  set(LOCUS_TEST_VARIANTS "host;emulated" CACHE STRING "Test variants to build: host, emulated")
 endif()
+option(LOCUS_BUILD_COMPILE_CHECKS "Compile-fail tests and header self-containment checks" ON)
+# Run the CUDA tests (only where a GPU is present; CI compiles them without running).
+option(LOCUS_RUN_GPU_TESTS "Register the CUDA tests with CTest" OFF)

@@ -13,9 +13,13 @@
 #if defined(__CUDACC__)
 #  define LOCUS_HAS_CUDA 1
 #  define LOCUS_HOST_DEVICE __host__ __device__
+// Host-device templates that may wrap a user's host-only function object (map() with host_only,
+// run through soft placement on the cpu): nvcc must not reject the host-only instantiation.
+#  define LOCUS_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
 #else
 #  define LOCUS_HAS_CUDA 0
 #  define LOCUS_HOST_DEVICE
+#  define LOCUS_EXEC_CHECK_DISABLE
 #endif
 
 #if !defined(LOCUS_EMULATE_GPUS)

@@ -7,15 +7,21 @@ using namespace locus;
 
 namespace {
 
-int expected_physical_gpus() {
+int env_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+// The GPUs the environment CTest sets up should give: LOCUS_LOGICAL_GPUS over the physical ones.
+int expected_gpus() {
 #if LOCUS_EMULATE_GPUS
-  const char* v = std::getenv("LOCUS_EMULATED_GPUS");
-  return v != nullptr && *v != '\0' ? std::atoi(v) : 4;
+  const int physical = env_or("LOCUS_EMULATED_GPUS", 4);
 #elif LOCUS_HAS_CUDA
-  return backend::cuda::physical_device_count();
+  const int physical = backend::cuda::physical_device_count();
 #else
-  return 0;
+  const int physical = 0;
 #endif
+  return physical == 0 ? 0 : env_or("LOCUS_LOGICAL_GPUS", physical);
 }
 
 }  // namespace
@@ -63,7 +69,7 @@ TEST_CASE("devices map to Thrust systems", "[device][backend]") {
 }
 
 TEST_CASE("available_devices lists the CPU and every GPU in TensorFlow's form", "[device][registry]") {
-  const int gpus = expected_physical_gpus();
+  const int gpus = expected_gpus();
   CHECK(gpu_count() == gpus);
   const auto devs = available_devices();
   REQUIRE(devs.size() == static_cast<std::size_t>(1 + gpus));

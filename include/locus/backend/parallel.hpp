@@ -51,6 +51,7 @@ namespace detail {
 template <class K, class T>
 struct store_as {
   K kernel;
+  LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return static_cast<T>(kernel(i)); }
 };
 

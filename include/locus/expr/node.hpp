@@ -85,6 +85,7 @@ template <class Op, class A>
 struct apply_kernel<Op, A> {
   Op op;
   A a;
+  LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i)); }
 };
 template <class Op, class A, class B>
@@ -92,6 +93,7 @@ struct apply_kernel<Op, A, B> {
   Op op;
   A a;
   B b;
+  LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i)); }
 };
 template <class Op, class A, class B, class C>
@@ -100,6 +102,7 @@ struct apply_kernel<Op, A, B, C> {
   A a;
   B b;
   C c;
+  LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i), c(i)); }
 };
 

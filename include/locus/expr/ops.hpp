@@ -131,6 +131,7 @@ struct mapped {
   static constexpr const char* type = detail::mapped_type<F>();
   static constexpr bool host_only = detail::mapped_host_only<F>();
   F f;
+  LOCUS_EXEC_CHECK_DISABLE
   template <class... A>
   LOCUS_HOST_DEVICE auto operator()(A... a) const {
     return f(a...);

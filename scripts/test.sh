@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs what is missing, then
+#   host   the host build: tests on the cpu and on emulated GPUs, compile-fail tests, header
+#          checks, examples run with their output checked
+#   asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   cuda   the CUDA build by nvcc for sm_90: compiled, not run (CI has no GPU; scripts/gpu-check.sh
+#          runs it where one is)
+# Usage: scripts/test.sh [stage...]   (default: host asan cuda)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+stages=("$@")
+((${#stages[@]})) || stages=(host asan cuda)
+declare -a summary
+for stage in "${stages[@]}"; do
+  start=$(date +%s)
+  echo "=== stage $stage"
+  case "$stage" in
+    host | asan) cmake --workflow --preset "$stage" ;;
+    cuda) cmake --preset cuda && cmake --build --preset cuda ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+  summary+=("$stage: $(($(date +%s) - start)) s")
+done
+echo "=== all stages passed"
+printf '  %s\n' "${summary[@]}"
