@@ -1,0 +1,45 @@
+# locus_create_backend(<kind>): creates the IMPORTED target locus::_backend that locus::locus links:
+# Thrust (from the CUDA Toolkit's CCCL package) on the host system (OpenMP, or the sequential CPP
+# system without it) or on CUDA, plus OpenMP and the nvcc flags locus needs. Used by the build tree
+# and, installed, by locusConfig.cmake, so that the backend is chosen where locus is consumed.
+#   kind: host | cuda      (cuda needs enable_language(CUDA) first)
+include_guard(GLOBAL)
+
+macro(locus_find_thrust)
+  find_package(Thrust 3.0 CONFIG ${ARGN}
+               HINTS "$ENV{CUDA_PATH}/lib64/cmake" "$ENV{CUDA_HOME}/lib64/cmake" "${CUDAToolkit_ROOT}/lib64/cmake"
+                     /usr/local/cuda/lib64/cmake)
+endmacro()
+
+function(locus_create_backend kind)
+  if(TARGET locus::_backend)
+    return()
+  endif()
+  find_package(OpenMP QUIET COMPONENTS CXX)
+  if(kind STREQUAL "cuda")
+    get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+    if(NOT "CUDA" IN_LIST _languages)
+      message(FATAL_ERROR "locus: the cuda backend needs CUDA enabled first: project(... LANGUAGES CXX CUDA) or "
+                          "enable_language(CUDA) before find_package(locus COMPONENTS cuda)")
+    endif()
+    thrust_create_target(locus::_thrust HOST CPP DEVICE CUDA)
+  elseif(TARGET OpenMP::OpenMP_CXX)
+    thrust_create_target(locus::_thrust HOST CPP DEVICE OMP)
+  else()
+    thrust_create_target(locus::_thrust HOST CPP DEVICE CPP)
+  endif()
+  add_library(locus::_backend INTERFACE IMPORTED GLOBAL)
+  target_link_libraries(locus::_backend INTERFACE locus::_thrust)
+  if(kind STREQUAL "cuda")
+    # CMake 3.25 believes nvcc 13 defaults to C++20 and omits the flag: spell it out.
+    target_compile_options(locus::_backend INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
+    if(TARGET OpenMP::OpenMP_CXX)
+      # nvcc passes -fopenmp to its host compiler; OpenMP::OpenMP_CXX only knows g++'s spelling.
+      target_compile_options(locus::_backend INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fopenmp>
+                                                       $<$<COMPILE_LANGUAGE:CXX>:${OpenMP_CXX_FLAGS}>)
+      target_link_libraries(locus::_backend INTERFACE ${OpenMP_CXX_LIBRARIES})
+    endif()
+  elseif(TARGET OpenMP::OpenMP_CXX)
+    target_link_libraries(locus::_backend INTERFACE OpenMP::OpenMP_CXX)
+  endif()
+endfunction()
