@@ -3,21 +3,21 @@
 #   host   the host build: tests on the cpu and on emulated GPUs, compile-fail tests, header
 #          checks, examples run with their output checked
 #   asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan   the tests that use threads under ThreadSanitizer
 #   cuda   the CUDA build by nvcc for sm_90: compiled, not run (CI has no GPU; scripts/gpu-check.sh
 #          runs it where one is)
-# Usage: scripts/test.sh [stage...]   (default: host asan cuda)
+# Usage: scripts/test.sh [stage...]   (default: host asan tsan cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 stages=("$@")
-((${#stages[@]})) || stages=(host asan cuda)
+((${#stages[@]})) || stages=(host asan tsan cuda)
 declare -a summary
 for stage in "${stages[@]}"; do
   start=$(date +%s)
   echo "=== stage $stage"
   case "$stage" in
-    host | asan) cmake --workflow --preset "$stage" ;;
-    cuda) cmake --preset cuda && cmake --build --preset cuda ;;
+    host | asan | tsan | cuda) cmake --workflow --preset "$stage" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
   summary+=("$stage: $(($(date +%s) - start)) s")
