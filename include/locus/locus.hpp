@@ -18,3 +18,4 @@
 #include <locus/placement/policy.hpp>
 #include <locus/placement/kernel.hpp>
 #include <locus/placement/on.hpp>
+#include <locus/ops/reduce.hpp>

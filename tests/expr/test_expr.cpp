@@ -170,7 +170,8 @@ TEMPLATE_LIST_TEST_CASE("mismatched extents throw shape_error before any kernel 
   CHECK_THROWS_WITH(on<D>(exp(a) * (b + T(1))), "locus: mul: operand shapes [3] and [4] do not match");
   CHECK_THROWS_WITH(c = a * T(2), "locus: assignment: the destination has shape [4], the expression [3]");
   CHECK(c.to_vector() == std::vector<T>(4, T(9)));  // untouched
-  CHECK_THROWS_WITH(on<D>(m + k), "locus: add: operand shapes [2, 3] and [3, 2] do not match");
+  CHECK_THROWS_WITH(on<D>(m + k), "locus: add: operand shapes [2, 3] and [3, 2] do not broadcast (a rank-1 operand "
+                                   "is a row and must match the columns; col(v) is a column and must match the rows)");
   CHECK(kernel_launches(id_of<D>) == launches);
 }
 

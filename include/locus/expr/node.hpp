@@ -20,6 +20,7 @@
 #include <locus/tensor/tensor.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -75,6 +76,25 @@ struct load_kernel {
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return p[i]; }
 };
 template <class T>
+struct load_first_kernel {  // a rank-0 tensor: one value on the device, broadcast everywhere
+  const T* p;
+  LOCUS_HOST_DEVICE T operator()(std::size_t) const { return p[0]; }
+};
+/// A rank-1 operand of a rank-2 expression: a row, repeated over the rows.
+template <class K>
+struct row_broadcast_kernel {
+  K k;
+  std::size_t cols;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i % cols); }
+};
+/// col(v) in a rank-2 expression: a column, repeated over the columns.
+template <class K>
+struct column_broadcast_kernel {
+  K k;
+  std::size_t cols;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i / cols); }
+};
+template <class T>
 struct constant_kernel {
   T value;
   LOCUS_HOST_DEVICE T operator()(std::size_t) const { return value; }
@@ -122,7 +142,10 @@ struct leaf {
   tensor_view<const T, D, R> view;
 
   [[nodiscard]] const locus::shape<R>& shape() const noexcept { return view.shape(); }
-  [[nodiscard]] load_kernel<T> kernel() const noexcept { return {view.data()}; }
+  [[nodiscard]] auto kernel() const noexcept {
+    if constexpr (R == 0) return load_first_kernel<T>{view.data()};
+    else return load_kernel<T>{view.data()};
+  }
   template <class V>
   void visit(V& v) const {
     v.leaf(id_of<D>, view.name());
@@ -147,7 +170,10 @@ struct owning_leaf {
   std::shared_ptr<const tensor<T, D, R>> value;
 
   [[nodiscard]] const locus::shape<R>& shape() const noexcept { return value->shape(); }
-  [[nodiscard]] load_kernel<T> kernel() const noexcept { return {value->data()}; }
+  [[nodiscard]] auto kernel() const noexcept {
+    if constexpr (R == 0) return load_first_kernel<T>{value->data()};
+    else return load_kernel<T>{value->data()};
+  }
   template <class V>
   void visit(V& v) const {
     v.leaf(id_of<D>, value->name().empty() ? nullptr : value->name().c_str());
@@ -181,6 +207,34 @@ struct scalar {
   }
 };
 
+/// col(v): a rank-1 operand used as a column ([n, 1]) of a rank-2 expression.
+template <class C>
+struct column {
+  static_assert(C::rank == 1, "locus: col(v) takes a rank-1 operand");
+  using locus_node = void;
+  using value_type = typename C::value_type;
+  static constexpr int rank = 2;
+  static constexpr bool is_column = true;
+  using devices = typename C::devices;
+  using operations = typename C::operations;
+
+  C child;
+
+  [[nodiscard]] locus::shape<2> shape() const { return {child.shape()[0], std::size_t{1}}; }
+  [[nodiscard]] auto kernel() const { return child.kernel(); }  // the parent node broadcasts it
+  template <class V>
+  void visit(V& v) const {
+    child.visit(v);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    return column<decltype(child.rebind(f))>{child.rebind(f)};
+  }
+};
+
+template <class C>
+inline constexpr bool is_column_v = requires { C::is_column; };
+
 // ---------------------------------------------------------------------------------------------
 // Operation nodes
 
@@ -197,14 +251,17 @@ const char* op_type() {
 }
 }  // namespace detail
 
-/// Op applied elementwise to the children Cs (1 to 3 of them; rank-0 children are broadcast).
+/// Op applied elementwise to the children Cs (1 to 3 of them). Broadcasting: rank-0 children
+/// (scalars, rank-0 tensors) everywhere; in a rank-2 node a rank-1 child is a row repeated over
+/// the rows (a bias), and col(v) a column repeated over the columns; rank-2 children match exactly.
 template <class Op, class... Cs>
 struct node {
   static_assert(sizeof...(Cs) >= 1 && sizeof...(Cs) <= 3, "locus: an expression node takes 1 to 3 operands");
   using locus_node = void;
   static constexpr int rank = std::max({Cs::rank...});
-  static_assert(((Cs::rank == 0 || Cs::rank == rank) && ...),
-                "locus: the operands of an elementwise expression must have the same rank (or be scalars)");
+  static_assert(((Cs::rank == 0 || Cs::rank == rank || (rank == 2 && Cs::rank == 1)) && ...),
+                "locus: the operands of an elementwise expression must have the same rank, be scalars, or be "
+                "rows (rank 1) of a rank-2 expression");
   using value_type = std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<typename Cs::value_type>()...))>;
   /// The element type kernel availability is asked about: the common type of the operands.
   using operand_type = std::common_type_t<typename Cs::value_type...>;
@@ -220,8 +277,9 @@ struct node {
   [[nodiscard]] const locus::shape<rank>& shape() const noexcept { return extents; }
 
   [[nodiscard]] auto kernel() const {
-    return std::apply([&](const auto&... c) { return apply_kernel<Op, decltype(c.kernel())...>{op, c.kernel()...}; },
-                      children);
+    return std::apply(
+        [&](const auto&... c) { return apply_kernel<Op, decltype(child_kernel(c))...>{op, child_kernel(c)...}; },
+        children);
   }
   template <class V>
   void visit(V& v) const {
@@ -235,27 +293,46 @@ struct node {
   }
 
 private:
+  template <class C>
+  auto child_kernel(const C& c) const {
+    if constexpr (rank == 2 && C::rank == 1) return row_broadcast_kernel<decltype(c.kernel())>{c.kernel(), extents[1]};
+    else if constexpr (rank == 2 && is_column_v<C>) return column_broadcast_kernel<decltype(c.kernel())>{c.kernel(), extents[1]};
+    else return c.kernel();
+  }
+
   locus::shape<rank> common_shape() const {
-    locus::shape<rank> s{};
-    bool first = true;
-    std::string all;
+    // Each extent is fixed by the first child that has it; every other child must agree.
+    std::array<std::size_t, static_cast<std::size_t>(rank)> ext{};
+    std::array<bool, static_cast<std::size_t>(rank)> known{};
     bool mismatch = false;
-    std::apply(
-        [&](const auto&... c) {
-          auto one = [&](const auto& child) {
-            if constexpr (std::remove_cvref_t<decltype(child)>::rank == rank && rank > 0) {
-              all += (all.empty() ? "" : " and ") + child.shape().str();
-              if (first) s = child.shape();
-              else if (!(child.shape() == s)) mismatch = true;
-              first = false;
-            }
-          };
-          (one(c), ...);
-        },
-        children);
+    std::string all;
+    auto fix = [&](std::size_t dim, std::size_t e) {
+      if (!known[dim]) {
+        ext[dim] = e;
+        known[dim] = true;
+      } else if (ext[dim] != e) {
+        mismatch = true;
+      }
+    };
+    auto one = [&](const auto& child) {
+      using C = std::remove_cvref_t<decltype(child)>;
+      if constexpr (C::rank > 0) {
+        all += (all.empty() ? "" : " and ") + child.shape().str();
+        if constexpr (rank == 2 && C::rank == 1) fix(1, child.shape()[0]);
+        else if constexpr (is_column_v<C>) fix(0, child.shape()[0]);
+        else
+          for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d) fix(d, child.shape()[d]);
+      }
+    };
+    std::apply([&](const auto&... c) { (one(c), ...); }, children);
     if (mismatch)
-      throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all + " do not match");
-    return s;
+      throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all +
+                        (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "
+                                     "col(v) is a column and must match the rows)"
+                                   : " do not match"));
+    for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
+      if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
+    return locus::shape<rank>(ext);
   }
 };
 

@@ -121,6 +121,13 @@ LOCUS_DETAIL_UNARY_FUNCTION(relu, ops::relu)
 LOCUS_DETAIL_UNARY_FUNCTION(copy, ops::identity)
 #undef LOCUS_DETAIL_UNARY_FUNCTION
 
+/// col(v): the rank-1 operand v as a column [n, 1], broadcast over the columns of a rank-2
+/// expression (a per-row scale: `m * col(s)`; an outer product: `col(u) * v`).
+template <operand A>
+[[nodiscard]] auto col(A&& a) {
+  return column<node_t<A>>{as_node(std::forward<A>(a))};
+}
+
 /// cast<U>(e): elementwise static_cast to U.
 template <class U, operand A>
 [[nodiscard]] auto cast(A&& a) {
@@ -161,6 +168,7 @@ template <class F, operand... A>
 namespace locus {
 using expr::abs;
 using expr::cast;
+using expr::col;
 using expr::copy;
 using expr::exp;
 using expr::log;

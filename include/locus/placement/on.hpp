@@ -119,11 +119,23 @@ struct copy_leaves_to {
   }
 };
 
-/// Writes node n (all leaves on D, all kernels available) into dst, shapes already checked.
+/// An elementwise node or a special expression (reduction, matrix product), ready to evaluate.
+template <class E>
+auto to_evaluable(E&& e) {
+  if constexpr (special_expression<E>) return std::remove_cvref_t<E>(std::forward<E>(e));
+  else return expr::as_node(std::forward<E>(e));
+}
+template <class E>
+using evaluable_t = decltype(to_evaluable(std::declval<E>()));
+template <class E>
+concept evaluable = expr::operand<E> || special_expression<E>;
+
+/// Writes n (all leaves on D, all kernels available) into dst, shapes already checked.
 template <device D, class N, class T, int R>
 void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   log_evaluation<D>(n);
-  backend::transform<D>(dst.size(), n.kernel(), dst.data());
+  if constexpr (special_expression<N>) n.template write<D>(dst);
+  else backend::transform<D>(dst.size(), n.kernel(), dst.data());
 }
 
 template <class N>
@@ -186,7 +198,7 @@ auto evaluate(const N& n) {
 
 template <class Policy, class Dst, class E>
 void assign(Dst& dst, E&& e) {
-  auto n = expr::as_node(std::forward<E>(e));
+  auto n = to_evaluable(std::forward<E>(e));
   using N = decltype(n);
   using D = typename Dst::device_type;
   using T = typename Dst::value_type;
@@ -221,6 +233,21 @@ void assign(Dst& dst, E&& e) {
   }
 }
 
+/// dst += e: elementwise `dst = dst + e`; special expressions that can accumulate (matmul) do so
+/// in place.
+template <class Policy, class Dst, class E>
+void accumulate(Dst& dst, E&& e) {
+  if constexpr (special_expression<E> && requires { std::remove_cvref_t<E>::accumulates; }) {
+    assign<Policy>(dst, std::remove_cvref_t<E>(std::forward<E>(e)).accumulating());
+  } else if constexpr (special_expression<E>) {
+    static_assert(!special_expression<E>, "locus: t += reduction: evaluate the reduction first with on<D>(...)");
+  } else {
+    if (dst.size() == 0)
+      throw shape_error("locus: t += expr: t is empty; assign it first");
+    assign<Policy>(dst, dst.view() + std::forward<E>(e));
+  }
+}
+
 }  // namespace detail
 
 /// Evaluates expr on device D as one fused kernel; the result lives on D (on the cpu when
@@ -233,20 +260,21 @@ template <class D, class Policy = strict, class E>
     static_assert(detail::is_policy<Policy>,
                   "locus: on<D, Policy>(expr): Policy must be locus::strict, locus::soft_placement or "
                   "locus::implicit_transfers");
-  } else if constexpr (!expr::operand<E>) {
-    static_assert(expr::operand<E>, "locus: on<D>(expr): expr must be a locus tensor, tensor_view or expression");
+  } else if constexpr (!detail::evaluable<E>) {
+    static_assert(detail::evaluable<E>, "locus: on<D>(expr): expr must be a locus tensor, tensor_view or expression");
   } else {
-    return detail::evaluate<D, Policy>(expr::as_node(std::forward<E>(e)));
+    return detail::evaluate<D, Policy>(detail::to_evaluable(std::forward<E>(e)));
   }
 }
 
 /// Evaluates expr where all of its operands live; does not compile when they live on several devices.
-template <expr::operand E>
+template <detail::evaluable E>
 [[nodiscard]] auto eval(E&& e) {
-  using Devices = typename expr::node_t<E>::devices;
+  using N = detail::evaluable_t<E>;
+  using Devices = typename N::devices;
   if constexpr (!requires { typename detail::single_device<Devices>::type; }) {
     [[maybe_unused]] detail::mixed_devices<Devices> error;
-    return tensor<typename expr::node_t<E>::value_type, cpu, expr::node_t<E>::rank>{};  // stops the cascade
+    return tensor<typename N::value_type, cpu, N::rank>{};  // stops the cascade
   } else {
     return on<typename detail::single_device<Devices>::type>(std::forward<E>(e));
   }

@@ -37,11 +37,19 @@ namespace detail {
 /// Expression nodes (locus/expr) announce themselves with a member type `locus_node`.
 template <class E>
 concept expression_node = requires { typename std::remove_cvref_t<E>::locus_node; };
+/// Reductions and matrix products (locus/ops) announce themselves with `locus_special`: they are
+/// evaluated by the device's own routine rather than as an elementwise kernel.
+template <class E>
+concept special_expression = requires { typename std::remove_cvref_t<E>::locus_special; };
+template <class E>
+concept assignable_expression = expression_node<E> || special_expression<E>;
 
 /// Defined in <locus/placement/on.hpp> (included by <locus/locus.hpp>): `dst = e`, checked as
 /// on<D, Policy>(e). An empty dst takes e's shape; otherwise the shapes must be equal.
 template <class Policy, class Dst, class E>
 void assign(Dst& dst, E&& e);
+template <class Policy, class Dst, class E>
+void accumulate(Dst& dst, E&& e);
 
 template <class T>
 struct is_tensor : std::false_type {};
@@ -136,7 +144,7 @@ public:
       : p_(o.data()), shape_(o.shape()), name_(o.name()) {}
 
   /// Writes e into the viewed elements (checked as on<D>(e); the shapes must be equal).
-  template <detail::expression_node E>
+  template <detail::assignable_expression E>
     requires(!std::is_const_v<T>)
   const tensor_view& operator=(E&& e) const {
     auto self = *this;
@@ -169,7 +177,7 @@ template <device D, class T, int R>
 
 template <class T, device D = default_device, int Rank = 1>
 class tensor {
-  static_assert(Rank >= 1, "locus: a tensor has rank 1 or more");
+  static_assert(Rank >= 0, "locus: a tensor has rank 0 or more");
   static_assert(std::is_trivially_copyable_v<T> && !std::is_const_v<T> && !std::is_reference_v<T>,
                 "locus: tensor elements must be non-const, trivially copyable types: they are copied between "
                 "devices byte by byte");
@@ -224,15 +232,22 @@ public:
   explicit tensor(const Range& host) : tensor(locus::shape<1>{std::ranges::size(host)}, host) {}
 
   /// Evaluates an expression on D (checked exactly as on<D>(e)).
-  template <detail::expression_node E>
+  template <detail::assignable_expression E>
   tensor(E&& e) {  // NOLINT(google-explicit-constructor): `tensor<float, cpu> c = a + b;` is the point
     detail::assign<strict>(*this, std::forward<E>(e));
   }
   /// Writes an expression into this tensor's storage (checked as on<D>(e)). An empty tensor takes
   /// the expression's shape; otherwise the shapes must be equal (shape_error, nothing written).
-  template <detail::expression_node E>
+  template <detail::assignable_expression E>
   tensor& operator=(E&& e) {
     detail::assign<strict>(*this, std::forward<E>(e));
+    return *this;
+  }
+  /// t += e: `t = t + e` for elementwise expressions (one kernel); accumulates into t for
+  /// matrix products (`C += matmul(A, B)`, BLAS beta = 1).
+  template <detail::assignable_expression E>
+  tensor& operator+=(E&& e) {
+    detail::accumulate<strict>(*this, std::forward<E>(e));
     return *this;
   }
 
@@ -272,6 +287,13 @@ public:
   [[nodiscard]] tensor named(std::string n) && {
     name_ = std::move(n);
     return std::move(*this);
+  }
+
+  /// The one element of a size-1 tensor (a reduction's result), copied to the host.
+  [[nodiscard]] T item() const {
+    if (size() != 1)
+      throw shape_error("locus: item() needs a tensor of one element, this one has shape " + shape_.str());
+    return to_vector()[0];
   }
 
   /// Every element becomes v (one fill kernel).

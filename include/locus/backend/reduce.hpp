@@ -1,0 +1,172 @@
+#pragma once
+// One-pass reductions of a kernel k(i) on a device: the whole range, or the rows / columns of a
+// rank-2 range. A reducer R says how: `acc lift(value, index)`, `acc combine(acc, acc)`,
+// `acc identity()`, and `result finish(acc, count)`.
+//
+// Host devices (cpu, emulated GPUs): every thread reduces a contiguous chunk into 16 independent
+// accumulators (so the compiler keeps several vector lanes busy, unlike a single add chain), then
+// the chunks are combined in order. CUDA: cub::DeviceReduce::Reduce over a transform iterator (one
+// pass, no temporary copy of the input) and one tiny kernel for finish().
+#include <locus/backend/memory.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#if defined(_OPENMP)
+#  include <omp.h>
+#endif
+#if LOCUS_HAS_CUDA
+#  include <cub/device/device_reduce.cuh>
+#  include <thrust/iterator/transform_iterator.h>
+#endif
+
+namespace locus::backend {
+
+namespace detail {
+template <class K, class R>
+struct lift_fn {
+  K kernel;
+  R reducer;
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return reducer.lift(kernel(i), i); }
+};
+template <class R>
+struct combine_fn {
+  R reducer;
+  template <class A>
+  LOCUS_HOST_DEVICE A operator()(const A& a, const A& b) const {
+    return reducer.combine(a, b);
+  }
+};
+template <class R, class Acc>
+struct finish_fn {
+  R reducer;
+  const Acc* acc;
+  std::size_t count;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t) const { return reducer.finish(acc[0], count); }
+};
+
+/// Reduces k(first .. last-1) on the calling thread with 16 accumulators.
+template <class K, class R>
+auto serial_reduce(const K& k, const R& r, std::size_t first, std::size_t last) {
+  using Acc = decltype(r.identity());
+  constexpr std::size_t lanes = 16;
+  Acc a[lanes];
+  for (auto& x : a) x = r.identity();
+  std::size_t i = first;
+  for (; i + lanes <= last; i += lanes)
+    for (std::size_t j = 0; j < lanes; ++j) a[j] = r.combine(a[j], r.lift(k(i + j), i + j));
+  for (std::size_t j = 0; i < last; ++i, ++j) a[j] = r.combine(a[j], r.lift(k(i), i));
+  for (std::size_t w = lanes / 2; w > 0; w /= 2)
+    for (std::size_t j = 0; j < w; ++j) a[j] = r.combine(a[j], a[j + w]);
+  return a[0];
+}
+
+template <class K, class R>
+auto host_reduce(const K& k, const R& r, std::size_t n) {
+  using Acc = decltype(r.identity());
+#if defined(_OPENMP)
+  if (n >= serial_threshold) {
+    std::vector<Acc> partial(static_cast<std::size_t>(omp_get_max_threads()), r.identity());
+    std::size_t used = 1;
+#  pragma omp parallel
+    {
+      const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+      const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
+#  pragma omp single
+      used = nt;
+      const std::size_t chunk = (n + nt - 1) / nt;
+      const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+      partial[t] = serial_reduce(k, r, b, e);
+    }
+    Acc total = r.identity();
+    for (std::size_t t = 0; t < used; ++t) total = r.combine(total, partial[t]);
+    return total;
+  }
+#endif
+  return serial_reduce(k, r, 0, n);
+}
+}  // namespace detail
+
+/// out[0] = finish(reduction of k(0..n-1)), one pass on device D.
+template <device D, class K, class R, class T>
+void reduce(std::size_t n, const K& kernel, const R& reducer, T* out) {
+  constexpr device_id d = id_of<D>;
+  auto& reg = registry::instance();
+  reg.require(d);
+  reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  if constexpr (runs_on_host<D>) {
+    out[0] = static_cast<T>(reducer.finish(detail::host_reduce(kernel, reducer, n), n));
+  } else {
+#if LOCUS_HAS_CUDA
+    using Acc = decltype(reducer.identity());
+    cuda::device_guard guard(reg.physical_of(d.index), d);
+    cudaStream_t s = reg.stream(d);
+    auto in = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                              detail::lift_fn<K, R>{kernel, reducer});
+    auto& arena = reg.arena(d);
+    Acc* acc = static_cast<Acc*>(arena.allocate(sizeof(Acc)));
+    std::size_t temp_bytes = 0;
+    LOCUS_CUDA_CHECK(cub::DeviceReduce::Reduce(nullptr, temp_bytes, in, acc, n, detail::combine_fn<R>{reducer},
+                                               reducer.identity(), s), d);
+    void* temp = arena.allocate(std::max<std::size_t>(temp_bytes, 1));
+    const cudaError_t e = cub::DeviceReduce::Reduce(temp, temp_bytes, in, acc, n, detail::combine_fn<R>{reducer},
+                                                     reducer.identity(), s);
+    arena.deallocate(temp);  // stream-ordered reuse: the next user of the block runs after this kernel
+    if (e != cudaSuccess) arena.deallocate(acc);
+    LOCUS_CUDA_CHECK(e, d);
+    transform<D>(1, detail::finish_fn<R, Acc>{reducer, acc, n}, out);
+    arena.deallocate(acc);
+#endif
+  }
+}
+
+namespace detail {
+/// Reduces the rows (axis 1) or the columns (axis 0) of a rows x cols range, one output each.
+template <int Axis, class K, class R>
+struct axis_reduce_fn {
+  K kernel;
+  R reducer;
+  std::size_t rows, cols;
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto operator()(std::size_t o) const {
+    auto a = reducer.identity();
+    if constexpr (Axis == 1) {
+      for (std::size_t c = 0; c < cols; ++c) a = reducer.combine(a, reducer.lift(kernel(o * cols + c), c));
+      return reducer.finish(a, cols);
+    } else {
+      for (std::size_t r = 0; r < rows; ++r) a = reducer.combine(a, reducer.lift(kernel(r * cols + o), r));
+      return reducer.finish(a, rows);
+    }
+  }
+};
+}  // namespace detail
+
+/// out[o] = finish(reduction over axis Axis of the rows x cols range k), one kernel on device D.
+/// Axis 1: one output per row; axis 0: one output per column.
+template <device D, int Axis, class K, class R, class T>
+void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& reducer, T* out) {
+  static_assert(Axis == 0 || Axis == 1, "locus: a rank-2 reduction runs along axis 0 or 1");
+  const std::size_t outputs = Axis == 1 ? rows : cols;
+  if constexpr (runs_on_host<D> && Axis == 1) {
+    // Rows are contiguous: each one gets the 16-accumulator loop.
+    registry::instance().require(id_of<D>);
+    registry::instance().counters(id_of<D>).launches.fetch_add(1, std::memory_order_relaxed);
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) if (rows * cols >= serial_threshold)
+#endif
+    for (std::size_t r = 0; r < rows; ++r)
+      out[r] = static_cast<T>(reducer.finish(detail::serial_reduce(
+                                                 [&](std::size_t c) { return kernel(r * cols + c); }, reducer, 0, cols),
+                                             cols));
+  } else {
+    transform<D>(outputs, detail::axis_reduce_fn<Axis, K, R>{kernel, reducer, rows, cols}, out);
+  }
+}
+
+}  // namespace locus::backend

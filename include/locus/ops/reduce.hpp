@@ -1,0 +1,219 @@
+#pragma once
+// Reductions: sum, mean, max, min, argmax, dot, norm, count_if, over a whole tensor or expression
+// (a rank-0 result) or along an axis of a rank-2 one (sum<1>(m): one value per row; sum<0>(m): one
+// per column). A reduction of an expression is one pass: `dot(a, b)` and `sum(a * b)` read a and b
+// once, with no temporary. Like every locus expression it runs only when bound to a device:
+//     auto s = on<gpu<0>>(sum(a * b));      // tensor<float, gpu<0>, 0>; s.item() copies it out
+//     auto r = on<gpu<0>>(argmax<1>(m));    // tensor<std::int64_t, gpu<0>>, one index per row
+// A reduction cannot be an operand of another expression; evaluate it first.
+#include <locus/backend/parallel.hpp>
+#include <locus/backend/reduce.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace locus {
+
+/// Axis argument meaning "every element".
+inline constexpr int all_axes = -1;
+
+namespace reducers {
+
+/// Host accumulators are wider than float (a sum of 2^25 floats keeps its digits); GPU ones are
+/// the element type (CUB's tree reduction is accurate and double is slow on many GPUs).
+template <class T, bool Host>
+using sum_acc_t = std::conditional_t<Host && std::is_same_v<T, float>, double,
+                                     std::conditional_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, std::int64_t, T>>;
+
+struct sum {
+  static constexpr const char* name = "sum";
+  static constexpr const char* type = "Sum";
+  template <class T, bool Host>
+  struct reducer {
+    using acc = sum_acc_t<T, Host>;
+    using result = T;
+    LOCUS_HOST_DEVICE acc identity() const { return acc(0); }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return static_cast<acc>(v); }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a + b; }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return static_cast<result>(a); }
+  };
+};
+struct dot : sum {
+  static constexpr const char* name = "dot";
+  static constexpr const char* type = "Dot";
+};
+struct mean {
+  static constexpr const char* name = "mean";
+  static constexpr const char* type = "Mean";
+  template <class T, bool Host>
+  struct reducer : sum::reducer<T, Host> {
+    using base = sum::reducer<T, Host>;
+    using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+    LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t n) const {
+      return static_cast<result>(static_cast<result>(a) / static_cast<result>(n));
+    }
+  };
+};
+struct norm {
+  static constexpr const char* name = "norm";
+  static constexpr const char* type = "EuclideanNorm";
+  template <class T, bool Host>
+  struct reducer : sum::reducer<T, Host> {
+    using base = sum::reducer<T, Host>;
+    using result = T;
+    LOCUS_HOST_DEVICE typename base::acc lift(T v, std::size_t) const {
+      return static_cast<typename base::acc>(v) * static_cast<typename base::acc>(v);
+    }
+    LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t) const {
+      return static_cast<result>(std::sqrt(a));
+    }
+  };
+};
+struct count_if {
+  static constexpr const char* name = "count_if";
+  static constexpr const char* type = "CountNonzero";
+  template <class T, bool Host>
+  struct reducer {
+    using acc = std::int64_t;
+    using result = std::int64_t;
+    LOCUS_HOST_DEVICE acc identity() const { return 0; }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v ? 1 : 0; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a + b; }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
+  };
+};
+struct max {
+  static constexpr const char* name = "max";
+  static constexpr const char* type = "Max";
+  template <class T, bool Host>
+  struct reducer {
+    using acc = T;
+    using result = T;
+    LOCUS_HOST_DEVICE acc identity() const { return std::numeric_limits<T>::lowest(); }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a < b ? b : a; }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
+  };
+};
+struct min {
+  static constexpr const char* name = "min";
+  static constexpr const char* type = "Min";
+  template <class T, bool Host>
+  struct reducer {
+    using acc = T;
+    using result = T;
+    LOCUS_HOST_DEVICE acc identity() const { return std::numeric_limits<T>::max(); }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return b < a ? b : a; }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
+  };
+};
+/// The index of the first largest element.
+struct argmax {
+  static constexpr const char* name = "argmax";
+  static constexpr const char* type = "ArgMax";
+  template <class T>
+  struct value_index {
+    T value;
+    std::int64_t index;
+  };
+  template <class T, bool Host>
+  struct reducer {
+    using acc = value_index<T>;
+    using result = std::int64_t;
+    LOCUS_HOST_DEVICE acc identity() const { return {std::numeric_limits<T>::lowest(), -1}; }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t i) const { return {v, static_cast<std::int64_t>(i)}; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const {
+      if (a.index < 0) return b;
+      if (b.index < 0) return a;
+      if (b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
+      return a;
+    }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a.index; }
+  };
+};
+
+}  // namespace reducers
+
+namespace expr {
+
+/// A reduction of node N along Axis (all_axes, 0 or 1) by the reducer family Family.
+template <class Family, int Axis, class N>
+struct reduction {
+  static_assert(Axis == all_axes || N::rank == 2,
+                "locus: a reduction along an axis needs a rank-2 operand (reduce a rank-1 one whole)");
+  static_assert(Axis == all_axes || Axis == 0 || Axis == 1, "locus: a rank-2 reduction runs along axis 0 or 1");
+  using locus_special = void;
+  using element_type = typename N::value_type;
+  using value_type = typename Family::template reducer<element_type, true>::result;
+  static constexpr int rank = Axis == all_axes ? 0 : 1;
+  using devices = typename N::devices;
+  using operations = merge_t<type_list<operation<Family, element_type>>, typename N::operations>;
+
+  N child;
+
+  [[nodiscard]] locus::shape<rank> shape() const {
+    if constexpr (Axis == all_axes) return {};
+    else return {child.shape()[Axis == 1 ? 0 : 1]};
+  }
+  template <class V>
+  void visit(V& v) const {
+    child.visit(v);
+    v.op(Family::name, Family::type);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    return reduction<Family, Axis, decltype(child.rebind(f))>{child.rebind(f)};
+  }
+  template <device D>
+  void write(const tensor_view<value_type, D, rank>& out) const {
+    using R = typename Family::template reducer<element_type, backend::runs_on_host<D>>;
+    if constexpr (Axis == all_axes) {
+      backend::reduce<D>(child.shape().size(), child.kernel(), R{}, out.data());
+    } else {
+      backend::reduce_axis<D, Axis>(child.shape()[0], child.shape()[1], child.kernel(), R{}, out.data());
+    }
+  }
+};
+
+#define LOCUS_DETAIL_REDUCTION(NAME, FAMILY)                                       \
+  template <int Axis = all_axes, operand E>                                        \
+  [[nodiscard]] auto NAME(E&& e) {                                                 \
+    return reduction<FAMILY, Axis, node_t<E>>{as_node(std::forward<E>(e))};        \
+  }
+LOCUS_DETAIL_REDUCTION(sum, reducers::sum)
+LOCUS_DETAIL_REDUCTION(mean, reducers::mean)
+LOCUS_DETAIL_REDUCTION(max, reducers::max)
+LOCUS_DETAIL_REDUCTION(min, reducers::min)
+LOCUS_DETAIL_REDUCTION(argmax, reducers::argmax)
+LOCUS_DETAIL_REDUCTION(norm, reducers::norm)
+/// count_if(pred): the number of elements where pred (a comparison, say) is true.
+LOCUS_DETAIL_REDUCTION(count_if, reducers::count_if)
+#undef LOCUS_DETAIL_REDUCTION
+
+/// dot(a, b) = sum(a * b) in one pass; dot<1>(m, k): the dot product of each row pair.
+template <int Axis = all_axes, operand A, operand B>
+[[nodiscard]] auto dot(A&& a, B&& b) {
+  auto product = std::forward<A>(a) * std::forward<B>(b);
+  return reduction<reducers::dot, Axis, decltype(product)>{std::move(product)};
+}
+
+}  // namespace expr
+
+using expr::argmax;
+using expr::count_if;
+using expr::dot;
+using expr::max;  // again: a using-declaration names the overloads declared before it
+using expr::mean;
+using expr::min;
+using expr::norm;
+using expr::sum;
+
+}  // namespace locus

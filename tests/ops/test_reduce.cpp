@@ -1,0 +1,138 @@
+#include "../common/test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+using namespace locus;
+using locus_test::float_cases;
+using locus_test::random_values;
+
+namespace {
+
+template <class T>
+double rel_tol() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
+}
+bool close(double got, double want, double tol) { return std::abs(got - want) <= tol * std::max(1.0, std::abs(want)); }
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("whole-tensor reductions match a double-precision loop", "[ops][reduce]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  for (std::size_t n : {std::size_t{1}, std::size_t{37}, (std::size_t{1} << 17) + 5}) {
+    const auto ha = random_values<T>(n, -1, 1, 11), hb = random_values<T>(n, -1, 1, 12);
+    tensor<T, D> a(ha), b(hb);
+    double s = 0, sd = 0, ss = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      s += ha[i];
+      sd += double(ha[i]) * double(hb[i]);
+      ss += double(ha[i]) * double(ha[i]);
+    }
+    const auto imax = std::max_element(ha.begin(), ha.end()) - ha.begin();
+    auto total = on<D>(sum(a));
+    STATIC_REQUIRE(std::is_same_v<decltype(total), tensor<T, D, 0>>);
+    CHECK(close(total.item(), s, rel_tol<T>() * std::sqrt(double(n))));
+    CHECK(close(on<D>(mean(a)).item(), s / double(n), rel_tol<T>() * std::sqrt(double(n))));
+    CHECK(close(on<D>(dot(a, b)).item(), sd, rel_tol<T>() * std::sqrt(double(n))));
+    CHECK(close(on<D>(sum(a * b)).item(), sd, rel_tol<T>() * std::sqrt(double(n))));
+    CHECK(close(on<D>(norm(a)).item(), std::sqrt(ss), rel_tol<T>() * std::sqrt(double(n))));
+    CHECK(on<D>(max(a)).item() == *std::max_element(ha.begin(), ha.end()));
+    CHECK(on<D>(min(a)).item() == *std::min_element(ha.begin(), ha.end()));
+    CHECK(on<D>(argmax(a)).item() == imax);
+    const auto positives = std::count_if(ha.begin(), ha.end(), [](T x) { return x > 0; });
+    CHECK(on<D>(count_if(a > 0)).item() == positives);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("a reduction of an expression is one pass with no temporary", "[ops][reduce][fusion]",
+                        float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D> a(random_values<T>(1 << 16, -1, 1, 13)), b(random_values<T>(1 << 16, -1, 1, 14));
+  const auto live = memory_stats(id_of<D>).live_blocks;
+  const auto launches = kernel_launches(id_of<D>);
+  auto s = on<D>(sum(a * b + a));
+  CHECK(memory_stats(id_of<D>).live_blocks == live + 1);  // the result only
+  // host: one pass; CUDA: the CUB pass plus one one-element kernel for the result
+  CHECK(kernel_launches(id_of<D>) - launches == (backend::runs_on_host<D> ? 1u : 2u));
+  const auto ha = a.to_vector(), hb = b.to_vector();
+  double ref = 0;
+  for (std::size_t i = 0; i < ha.size(); ++i) ref += double(ha[i]) * hb[i] + ha[i];
+  CHECK(close(s.item(), ref, 1e-3));
+}
+
+TEMPLATE_LIST_TEST_CASE("reductions along an axis of a matrix", "[ops][reduce][axis]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const std::size_t rows = 67, cols = 129;
+  const auto hm = random_values<T>(rows * cols, -1, 1, 15);
+  tensor<T, D, 2> m(shape{rows, cols}, hm);
+  const auto row_sum = on<D>(sum<1>(m)).to_vector();
+  const auto col_sum = on<D>(sum<0>(m)).to_vector();
+  const auto row_max = on<D>(max<1>(m)).to_vector();
+  const auto col_mean = on<D>(mean<0>(m)).to_vector();
+  const auto row_arg = on<D>(argmax<1>(m)).to_vector();
+  const auto col_arg = on<D>(argmax<0>(m * T(-1))).to_vector();
+  REQUIRE(row_sum.size() == rows);
+  REQUIRE(col_sum.size() == cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double s = 0;
+    std::size_t arg = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      s += hm[r * cols + c];
+      if (hm[r * cols + c] > hm[r * cols + arg]) arg = c;
+    }
+    CHECK(close(row_sum[r], s, 1e-4));
+    CHECK(row_max[r] == hm[r * cols + arg]);
+    CHECK(row_arg[r] == static_cast<std::int64_t>(arg));
+  }
+  for (std::size_t c = 0; c < cols; ++c) {
+    double s = 0;
+    std::size_t arg = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      s += hm[r * cols + c];
+      if (-hm[r * cols + c] > -hm[arg * cols + c]) arg = r;
+    }
+    CHECK(close(col_sum[c], s, 1e-4));
+    CHECK(close(col_mean[c], s / rows, 1e-4));
+    CHECK(col_arg[c] == static_cast<std::int64_t>(arg));
+  }
+}
+
+TEST_CASE("argmax takes the first of equal maxima", "[ops][reduce]") {
+  tensor<float, cpu> a{1.f, 5.f, 2.f, 5.f};
+  CHECK(on<cpu>(argmax(a)).item() == 1);
+  tensor<float, cpu, 2> m{{3.f, 3.f}, {0.f, 7.f}};
+  CHECK(on<cpu>(argmax<1>(m)).to_vector() == std::vector<std::int64_t>{0, 1});
+}
+
+TEST_CASE("reductions are logged and rank-0 results broadcast", "[ops][reduce][log]") {
+  auto a = tensor<float, cpu>{1.f, 2.f, 3.f, 6.f}.named("a");
+  locus_test::log_capture log;
+  auto m = on<cpu>(mean(a));
+  CHECK(log.lines.back() == "mean: (Mean): /job:localhost/replica:0/task:0/device:CPU:0");
+  auto centred = on<cpu>(a - m);  // a rank-0 tensor is broadcast like a scalar
+  CHECK(centred.to_vector() == std::vector<float>{-2.f, -1.f, 0.f, 3.f});
+  CHECK_THROWS_WITH(a.item(), "locus: item() needs a tensor of one element, this one has shape [4]");
+}
+
+TEMPLATE_LIST_TEST_CASE("broadcasting rows and columns over a matrix", "[ops][broadcast]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 2> m{{T(1), T(2), T(3)}, {T(4), T(5), T(6)}};
+  tensor<T, D> bias{T(10), T(20), T(30)};
+  tensor<T, D> scale{T(2), T(-1)};
+  CHECK(on<D>(m + bias).to_vector() == std::vector<T>{T(11), T(22), T(33), T(14), T(25), T(36)});
+  CHECK(on<D>(m * col(scale)).to_vector() == std::vector<T>{T(2), T(4), T(6), T(-4), T(-5), T(-6)});
+  auto outer = on<D>(col(scale) * bias);
+  CHECK(outer.shape() == shape{2, 3});
+  CHECK(outer.to_vector() == std::vector<T>{T(20), T(40), T(60), T(-10), T(-20), T(-30)});
+  tensor<T, D> wrong(shape{4});
+  CHECK_THROWS_WITH(on<D>(m + wrong), "locus: add: operand shapes [2, 3] and [4] do not broadcast (a rank-1 operand "
+                                      "is a row and must match the columns; col(v) is a column and must match the rows)");
+  CHECK_THROWS_AS(on<D>(m * col(bias)), shape_error);
+}
