@@ -69,8 +69,8 @@ auto serial_reduce(const K& k, const R& r, std::size_t first, std::size_t last) 
 
 template <class K, class R>
 auto host_reduce(const K& k, const R& r, std::size_t n) {
-  using Acc = decltype(r.identity());
 #if defined(_OPENMP)
+  using Acc = decltype(r.identity());
   if (n >= serial_threshold) {
     std::vector<Acc> partial(static_cast<std::size_t>(omp_get_max_threads()), r.identity());
     std::size_t used = 1;
