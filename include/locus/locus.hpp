@@ -19,3 +19,4 @@
 #include <locus/placement/kernel.hpp>
 #include <locus/placement/on.hpp>
 #include <locus/ops/reduce.hpp>
+#include <locus/ops/matmul.hpp>

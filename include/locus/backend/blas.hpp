@@ -1,0 +1,122 @@
+#pragma once
+// Matrix products: C = alpha * op(A) * op(B) + beta * C, row-major, on a device.
+//   cuda GPUs   cuBLAS, one handle per logical GPU bound to its stream
+//   host        the BLAS CMake found (LOCUS_HAS_CBLAS: cblas_sgemm/cblas_dgemm, OpenBLAS on Debian),
+//               else (or with LOCUS_NO_BLAS defined) a portable cache-blocked loop with OpenMP
+#include <locus/backend/parallel.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+#if LOCUS_HAS_CUDA
+#  include <cublas_v2.h>
+#endif
+
+#if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+// The four CBLAS entry points locus calls, declared here so that no cblas.h (whose location and
+// enum spellings differ between vendors) is needed. The enum values are fixed by the CBLAS standard.
+extern "C" {
+void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc);
+void cblas_dgemm(int order, int transa, int transb, int m, int n, int k, double alpha, const double* a, int lda,
+                 const double* b, int ldb, double beta, double* c, int ldc);
+}
+#endif
+
+namespace locus::backend {
+
+namespace detail {
+/// The portable product: rows of C in parallel, the k loop blocked so a panel of B stays in cache.
+template <class T>
+void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  constexpr std::size_t kb = 256;
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) if (m * n * k >= (std::size_t{1} << 18))
+#endif
+  for (std::size_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    for (std::size_t j = 0; j < n; ++j) ci[j] = beta == T(0) ? T(0) : beta * ci[j];
+    for (std::size_t p0 = 0; p0 < k; p0 += kb) {
+      const std::size_t p1 = std::min(k, p0 + kb);
+      for (std::size_t p = p0; p < p1; ++p) {
+        const T aip = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+        if (!tb) {
+          const T* bp = b + p * ldb;
+          for (std::size_t j = 0; j < n; ++j) ci[j] += aip * bp[j];
+        } else {
+          for (std::size_t j = 0; j < n; ++j) ci[j] += aip * b[j * ldb + p];
+        }
+      }
+    }
+  }
+}
+
+#if LOCUS_HAS_CUDA
+inline cublasHandle_t cublas_handle(device_id d) {
+  static std::mutex mutex;
+  static auto* handles = new std::map<int, cublasHandle_t>();  // leaked: handles outlive tensors
+  std::lock_guard lock(mutex);
+  auto& h = (*handles)[d.index];
+  if (h == nullptr) {
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+      throw cuda_error("cublasCreate", d.full_name(), -1, "cuBLAS could not be initialised");
+  }
+  return h;
+}
+inline void check_cublas(cublasStatus_t s, const char* call, device_id d) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw cuda_error(call, d.full_name(), static_cast<int>(s), "cuBLAS error");
+}
+#endif
+}  // namespace detail
+
+/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, on device D. lda, ldb,
+/// ldc are the row lengths of A, B and C as stored.
+template <device D, class T>
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "locus: matmul supports float and double");
+  constexpr device_id d = id_of<D>;
+  auto& reg = registry::instance();
+  reg.require(d);
+  if (m == 0 || n == 0) return;
+  reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  if constexpr (runs_on_host<D>) {
+#if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+    constexpr int row_major = 101, no_trans = 111, trans = 112;
+    const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, a, static_cast<int>(lda), b,
+                  static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+    else
+      cblas_dgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, a, static_cast<int>(lda), b,
+                  static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+#else
+    detail::blocked_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+  } else {
+#if LOCUS_HAS_CUDA
+    // cuBLAS is column-major: C^T = op(B)^T * op(A)^T, i.e. the operands swap places.
+    cuda::device_guard guard(reg.physical_of(d.index), d);
+    cublasHandle_t h = detail::cublas_handle(d);
+    detail::check_cublas(cublasSetStream(h, reg.stream(d)), "cublasSetStream", d);
+    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+    if constexpr (std::is_same_v<T, float>)
+      detail::check_cublas(cublasSgemm(h, opb, opa, N, M, K, &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda),
+                                       &beta, c, static_cast<int>(ldc)), "cublasSgemm", d);
+    else
+      detail::check_cublas(cublasDgemm(h, opb, opa, N, M, K, &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda),
+                                       &beta, c, static_cast<int>(ldc)), "cublasDgemm", d);
+#endif
+  }
+}
+
+}  // namespace locus::backend

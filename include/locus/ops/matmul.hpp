@@ -1,0 +1,161 @@
+#pragma once
+// matmul(A, B): the matrix product of two rank-2 tensors (or views, or transpose(t) of them), placed
+// and checked like every expression:
+//     auto C = on<gpu<0>>(matmul(A, B));     // cuBLAS on GPUs, BLAS (or a blocked loop) on the host
+//     C = matmul(transpose(X), dY);          // into C's storage, no temporary
+//     C += matmul(A, B);                     // BLAS beta = 1
+// The operands must be tensors or views: a product reads memory, not an elementwise expression
+// (evaluate one first with on<D>(e)). A destination that overlaps an operand gets a temporary.
+#include <locus/backend/blas.hpp>
+#include <locus/backend/memory.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace locus {
+
+namespace ops {
+struct matmul {
+  static constexpr const char* name = "matmul";
+  static constexpr const char* type = "MatMul";
+};
+}  // namespace ops
+
+namespace expr {
+
+/// transpose(t): a rank-2 tensor or view read as its transpose, for matmul.
+template <class L>
+struct transposed {
+  L leaf;
+};
+
+namespace detail {
+template <class X>
+struct matmul_operand {
+  static constexpr bool is_transposed = false;
+};
+template <class L>
+struct matmul_operand<transposed<L>> {
+  static constexpr bool is_transposed = true;
+};
+template <class X>
+const auto& leaf_of(const X& x) {
+  if constexpr (matmul_operand<X>::is_transposed) return x.leaf;
+  else return x;
+}
+template <class X>
+constexpr bool is_memory_leaf = requires { typename X::device_type; } && !requires { X::is_column; };
+}  // namespace detail
+
+template <operand X>
+[[nodiscard]] auto transpose(X&& x) {
+  using N = node_t<X>;
+  static_assert(detail::is_memory_leaf<N> && N::rank == 2,
+                "locus: transpose(x) takes a rank-2 tensor or view (evaluate an expression first with on<D>(e))");
+  return transposed<N>{as_node(std::forward<X>(x))};
+}
+
+template <class A, class B>
+struct matmul_expr {
+  using locus_special = void;
+  using LA = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const A&>()))>;
+  using LB = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const B&>()))>;
+  using value_type = typename LA::value_type;
+  static constexpr int rank = 2;
+  static constexpr bool accumulates = true;
+  static constexpr bool ta = detail::matmul_operand<A>::is_transposed;
+  static constexpr bool tb = detail::matmul_operand<B>::is_transposed;
+  using devices = merge_t<typename LA::devices, typename LB::devices>;
+  using operations = type_list<operation<ops::matmul, value_type>>;
+
+  LA a;
+  LB b;
+  bool accumulate = false;
+
+  matmul_expr(LA a_, LB b_, bool acc = false) : a(std::move(a_)), b(std::move(b_)), accumulate(acc) {
+    if (inner_a() != inner_b())
+      throw shape_error("locus: matmul: the inner extents differ: " + a.shape().str() + (ta ? "^T" : "") + " x " +
+                        b.shape().str() + (tb ? "^T" : ""));
+  }
+
+  [[nodiscard]] locus::shape<2> shape() const {
+    return {ta ? a.shape()[1] : a.shape()[0], tb ? b.shape()[0] : b.shape()[1]};
+  }
+  [[nodiscard]] matmul_expr accumulating() const { return matmul_expr(a, b, true); }
+
+  template <class V>
+  void visit(V& v) const {
+    a.visit(v);
+    b.visit(v);
+    v.op(ops::matmul::name, ops::matmul::type);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    using RA = decltype(a.rebind(f));
+    using RB = decltype(b.rebind(f));
+    return matmul_expr<std::conditional_t<ta, transposed<RA>, RA>, std::conditional_t<tb, transposed<RB>, RB>>(
+        a.rebind(f), b.rebind(f), accumulate);
+  }
+
+  template <device D>
+  void write(const tensor_view<value_type, D, 2>& out) const {
+    const auto s = shape();
+    const value_type* pa = a.kernel().p;
+    const value_type* pb = b.kernel().p;
+    const std::size_t k = inner_a();
+    const auto overlaps = [&](const value_type* p, std::size_t n) {
+      return n != 0 && out.size() != 0 && p < out.data() + out.size() && out.data() < p + n;
+    };
+    if (overlaps(pa, a.shape().size()) || overlaps(pb, b.shape().size())) {
+      auto tmp = tensor<value_type, D, 2>::uninitialized_of(s);
+      if (accumulate) backend::copy(id_of<D>, tmp.data(), id_of<D>, out.data(), out.size() * sizeof(value_type));
+      backend::gemm<D>(ta, tb, s[0], s[1], k, value_type(1), pa, a.shape()[1], pb, b.shape()[1],
+                       accumulate ? value_type(1) : value_type(0), tmp.data(), s[1]);
+      backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(value_type));
+      return;
+    }
+    backend::gemm<D>(ta, tb, s[0], s[1], k, value_type(1), pa, a.shape()[1], pb, b.shape()[1],
+                     accumulate ? value_type(1) : value_type(0), out.data(), s[1]);
+  }
+
+private:
+  std::size_t inner_a() const { return ta ? a.shape()[0] : a.shape()[1]; }
+  std::size_t inner_b() const { return tb ? b.shape()[1] : b.shape()[0]; }
+};
+
+template <class X>
+auto matmul_operand_of(X&& x) {
+  if constexpr (detail::matmul_operand<std::remove_cvref_t<X>>::is_transposed) return std::remove_cvref_t<X>(x);
+  else return as_node(std::forward<X>(x));
+}
+
+template <class A, class B>
+[[nodiscard]] auto matmul(A&& a, B&& b) {
+  using NA = decltype(matmul_operand_of(std::forward<A>(a)));
+  using NB = decltype(matmul_operand_of(std::forward<B>(b)));
+  using LA = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const NA&>()))>;
+  using LB = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const NB&>()))>;
+  static_assert(detail::is_memory_leaf<LA> && detail::is_memory_leaf<LB>,
+                "locus: matmul(A, B) takes rank-2 tensors, views or transpose(t); evaluate an expression first "
+                "with on<D>(e)");
+  static_assert(LA::rank == 2 && LB::rank == 2, "locus: matmul(A, B) takes rank-2 operands");
+  static_assert(std::is_same_v<typename LA::value_type, typename LB::value_type>,
+                "locus: matmul(A, B): A and B must have the same element type");
+  auto na = matmul_operand_of(std::forward<A>(a));
+  auto nb = matmul_operand_of(std::forward<B>(b));
+  return matmul_expr<NA, NB>(detail::leaf_of(na), detail::leaf_of(nb));
+}
+
+}  // namespace expr
+
+using expr::matmul;
+using expr::transpose;
+
+}  // namespace locus

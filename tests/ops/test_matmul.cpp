@@ -1,0 +1,98 @@
+#include "../common/test_support.hpp"
+
+#include <vector>
+
+using namespace locus;
+using locus_test::float_cases;
+using locus_test::random_values;
+
+namespace {
+
+// C = op(A) * op(B) in double, A stored [ar x ac], B [br x bc].
+template <class T>
+std::vector<double> reference(const std::vector<T>& a, std::size_t ar, std::size_t ac, bool ta, const std::vector<T>& b,
+                              std::size_t br, std::size_t bc, bool tb) {
+  const std::size_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
+  std::vector<double> c(m * n, 0.0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::size_t p = 0; p < k; ++p) s += double(ta ? a[p * ac + i] : a[i * ac + p]) * double(tb ? b[j * bc + p] : b[p * bc + j]);
+      c[i * n + j] = s;
+    }
+  return c;
+}
+
+template <class T>
+double tol(std::size_t k) {
+  return (std::is_same_v<T, float> ? 2e-6 : 1e-14) * double(k);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("matmul matches a double-precision loop, transposes included", "[ops][matmul]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const std::size_t m = 37, k = 65, n = 19;
+  const auto ha = random_values<T>(m * k, -1, 1, 21), hb = random_values<T>(k * n, -1, 1, 22);
+  tensor<T, D, 2> a(shape{m, k}, ha), b(shape{k, n}, hb);
+  tensor<T, D, 2> at(shape{k, m}, ha), bt(shape{n, k}, hb);  // the same numbers read as the transposes' storage
+  auto c = on<D>(matmul(a, b));
+  STATIC_REQUIRE(std::is_same_v<decltype(c), tensor<T, D, 2>>);
+  CHECK(c.shape() == shape{m, n});
+  CHECK(locus_test::all_close(c.to_vector(), reference(ha, m, k, false, hb, k, n, false), tol<T>(k)));
+  CHECK(locus_test::all_close(on<D>(matmul(transpose(at), b)).to_vector(), reference(ha, k, m, true, hb, k, n, false),
+                              tol<T>(k)));
+  CHECK(locus_test::all_close(on<D>(matmul(a, transpose(bt))).to_vector(), reference(ha, m, k, false, hb, n, k, true),
+                              tol<T>(k)));
+  CHECK(locus_test::all_close(on<D>(matmul(transpose(at), transpose(bt))).to_vector(),
+                              reference(ha, k, m, true, hb, n, k, true), tol<T>(k)));
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul writes into a destination and accumulates with +=", "[ops][matmul]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 2> a{{T(1), T(2)}, {T(3), T(4)}}, b{{T(5), T(6)}, {T(7), T(8)}};
+  tensor<T, D, 2> c(shape{2, 2}, T(100));
+  const T* storage = c.data();
+  const auto live = memory_stats(id_of<D>).live_blocks;
+  c = matmul(a, b);
+  CHECK(c.data() == storage);
+  CHECK(memory_stats(id_of<D>).live_blocks == live);  // no temporary
+  CHECK(c.to_vector() == std::vector<T>{T(19), T(22), T(43), T(50)});
+  c += matmul(a, b);
+  CHECK(c.to_vector() == std::vector<T>{T(38), T(44), T(86), T(100)});
+  a = matmul(a, a);  // the destination is an operand: computed through a temporary
+  CHECK(a.to_vector() == std::vector<T>{T(7), T(10), T(15), T(22)});
+}
+
+TEST_CASE("matmul checks inner extents before running", "[ops][matmul][errors]") {
+  tensor<float, cpu, 2> a(shape{2, 3}), b(shape{4, 2});
+  CHECK_THROWS_WITH(on<cpu>(matmul(a, b)), "locus: matmul: the inner extents differ: [2, 3] x [4, 2]");
+  CHECK_THROWS_WITH(on<cpu>(matmul(transpose(a), b)), "locus: matmul: the inner extents differ: [2, 3]^T x [4, 2]");
+  CHECK(on<cpu>(matmul(transpose(a), transpose(b))).shape() == shape{3, 4});
+  tensor<float, cpu, 2> c(shape{5, 5}, 1.f);
+  CHECK_THROWS_AS(c = matmul(a, transpose(b)), shape_error);  // [2, 4] into [5, 5]
+  CHECK(c.to_vector() == std::vector<float>(25, 1.f));
+}
+
+TEST_CASE("matmul at the MLP's shapes", "[ops][matmul]") {
+  const std::size_t batch = 256, in = 784, hidden = 256;
+  const auto hx = random_values<float>(batch * in, 0, 1, 23), hw = random_values<float>(in * hidden, -0.1, 0.1, 24);
+  tensor<float, cpu, 2> x(shape{batch, in}, hx), w(shape{in, hidden}, hw);
+  const auto h = on<cpu>(matmul(x, w)).to_vector();
+  const auto ref = reference(hx, batch, in, false, hw, in, hidden, false);
+  CHECK(locus_test::all_close(h, ref, tol<float>(in)));
+}
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("matmul is placed like any expression", "[ops][matmul][placement]") {
+  tensor<float, gpu<0>, 2> a{{1.f, 0.f}, {0.f, 1.f}};
+  tensor<float, gpu<1>, 2> b{{2.f, 3.f}, {4.f, 5.f}};
+  locus_test::log_capture log;
+  auto c = on<gpu<1>, implicit_transfers>(matmul(a, b));
+  STATIC_REQUIRE(std::is_same_v<decltype(c), tensor<float, gpu<1>, 2>>);
+  CHECK(c.to_vector() == std::vector<float>{2.f, 3.f, 4.f, 5.f});
+  CHECK(log.lines.back() == "matmul: (MatMul): " + locus_test::logged({device_kind::gpu, 1}));
+}
+#endif
