@@ -20,3 +20,5 @@
 #include <locus/placement/on.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/ops/matmul.hpp>
+#include <locus/ops/nn.hpp>
+#include <locus/ops/random.hpp>

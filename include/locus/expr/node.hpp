@@ -207,6 +207,33 @@ struct scalar {
   }
 };
 
+/// A device-agnostic operand computed from the element index alone (column indices, counter-based
+/// random numbers): it runs on whatever device the expression is bound to.
+template <class K, int R>
+struct generated {
+  using locus_node = void;
+  using value_type = std::remove_cvref_t<decltype(std::declval<const K&>()(std::size_t{}))>;
+  static constexpr int rank = R;
+  using devices = type_list<>;
+  using operations = type_list<>;
+
+  K generator;
+  locus::shape<R> extents;
+  const char* name;
+  const char* type;
+
+  [[nodiscard]] const locus::shape<R>& shape() const noexcept { return extents; }
+  [[nodiscard]] const K& kernel() const noexcept { return generator; }
+  template <class V>
+  void visit(V& v) const {
+    v.op(name, type);
+  }
+  template <class F>
+  [[nodiscard]] generated rebind(F&) const {
+    return *this;
+  }
+};
+
 /// col(v): a rank-1 operand used as a column ([n, 1]) of a rank-2 expression.
 template <class C>
 struct column {

@@ -1,0 +1,133 @@
+#pragma once
+// The neural-network pieces, on the device their operands live on (the result type says where):
+//   softmax(z), log_softmax(z)            row-wise and numerically stable (the row maximum first)
+//   softmax_cross_entropy(z, labels)      the mean loss and its gradient with respect to z
+//   dense_forward(x, w, b), dense_backward(x, w, dy)
+//   relu_backward(dy, y), tanh_backward(dy, y), sigmoid_backward(dy, y)   (y: the layer's output)
+//   one_hot<T>(labels, classes), col_index(shape)
+// Each step is a fused expression, reduction or matrix product evaluated with on<D>, so every
+// operand must live on the same device D (a compile error otherwise).
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/ops/matmul.hpp>
+#include <locus/ops/reduce.hpp>
+#include <locus/placement/on.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace locus {
+
+namespace detail {
+struct column_of {
+  std::size_t cols;
+  LOCUS_HOST_DEVICE std::int64_t operator()(std::size_t i) const { return static_cast<std::int64_t>(i % cols); }
+};
+template <class T, class D, class L>
+void check_labels(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels, const char* what) {
+  if (labels.size() != z.extent(0))
+    throw shape_error(std::string("locus: ") + what + ": " + std::to_string(labels.size()) + " labels for logits of shape " +
+                      z.shape().str());
+}
+}  // namespace detail
+
+/// An expression of shape s whose element (i, j) is j.
+[[nodiscard]] inline auto col_index(shape<2> s) {
+  return expr::generated<detail::column_of, 2>{{s[1]}, s, "col_index", "Range"};
+}
+
+/// one_hot<T>(labels, classes): [n, classes] with 1 at (i, labels[i]); labels out of range give a zero row.
+template <class T, class L, device D>
+[[nodiscard]] auto one_hot(const tensor<L, D, 1>& labels, std::size_t classes) {
+  static_assert(std::is_integral_v<L>, "locus: one_hot takes integer labels");
+  return cast<T>(col(labels) == col_index(shape{labels.size(), classes}));
+}
+
+/// Row-wise softmax of logits z [rows, classes].
+template <class T, device D>
+[[nodiscard]] tensor<T, D, 2> softmax(const tensor<T, D, 2>& z) {
+  static_assert(std::is_floating_point_v<T>, "locus: softmax needs floating-point logits");
+  auto row_max = on<D>(max<1>(z));
+  auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
+  return on<D>(exp(z - col(row_max)) / col(row_sum));
+}
+
+/// Row-wise log-softmax: z - max - log(sum(exp(z - max))).
+template <class T, device D>
+[[nodiscard]] tensor<T, D, 2> log_softmax(const tensor<T, D, 2>& z) {
+  static_assert(std::is_floating_point_v<T>, "locus: log_softmax needs floating-point logits");
+  auto row_max = on<D>(max<1>(z));
+  auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
+  return on<D>(z - col(row_max) - col(log(row_sum)));
+}
+
+template <class T, device D>
+struct loss_and_gradient {
+  tensor<T, D, 0> loss;      ///< mean cross-entropy over the rows
+  tensor<T, D, 2> gradient;  ///< d loss / d z = (softmax(z) - one_hot(labels)) / rows
+};
+
+/// Softmax cross-entropy of logits z [rows, classes] against integer labels [rows], and its
+/// gradient, sharing the row maxima and sums. Throws shape_error when the counts differ.
+template <class T, device D, class L>
+[[nodiscard]] loss_and_gradient<T, D> softmax_cross_entropy(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels) {
+  static_assert(std::is_floating_point_v<T>, "locus: softmax_cross_entropy needs floating-point logits");
+  static_assert(std::is_integral_v<L>, "locus: softmax_cross_entropy takes integer labels");
+  detail::check_labels(z, labels, "softmax_cross_entropy");
+  const std::size_t rows = z.extent(0), classes = z.extent(1);
+  auto row_max = on<D>(max<1>(z));
+  auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
+  const auto is_label = col(labels) == col_index(shape{rows, classes});
+  // -log softmax(z)[i, label_i] = log(sum_i) + max_i - z[i, label_i]
+  auto picked = on<D>(sum<1>(where(is_label, z, T(0))));
+  auto loss = on<D>(mean(log(row_sum) + row_max - picked));
+  auto grad = on<D>((exp(z - col(row_max)) / col(row_sum) - cast<T>(is_label)) / T(rows));
+  return {std::move(loss), std::move(grad)};
+}
+
+/// y = x w + b: x [batch, in], w [in, out], b [out].
+template <class T, device D>
+[[nodiscard]] tensor<T, D, 2> dense_forward(const tensor<T, D, 2>& x, const tensor<T, D, 2>& w, const tensor<T, D, 1>& b) {
+  if (b.size() != w.extent(1))
+    throw shape_error("locus: dense_forward: bias of shape " + b.shape().str() + " for weights of shape " + w.shape().str());
+  auto y = on<D>(matmul(x, w));
+  y = y + b;  // the bias, broadcast over the rows, in place
+  return y;
+}
+
+template <class T, device D>
+struct dense_gradients {
+  tensor<T, D, 2> dx;  ///< dy w^T
+  tensor<T, D, 2> dw;  ///< x^T dy
+  tensor<T, D, 1> db;  ///< the column sums of dy
+};
+
+/// The gradients of y = x w + b given dy = d loss / d y.
+template <class T, device D>
+[[nodiscard]] dense_gradients<T, D> dense_backward(const tensor<T, D, 2>& x, const tensor<T, D, 2>& w,
+                                                   const tensor<T, D, 2>& dy) {
+  return {on<D>(matmul(dy, transpose(w))), on<D>(matmul(transpose(x), dy)), on<D>(sum<0>(dy))};
+}
+
+/// Backward of the activations, written in terms of their output y (what a forward pass keeps).
+template <class DY, class Y>
+[[nodiscard]] auto relu_backward(DY&& dy, Y&& y) {
+  return where(std::forward<Y>(y) > 0, std::forward<DY>(dy), 0);
+}
+template <class DY, class Y>
+[[nodiscard]] auto tanh_backward(DY&& dy, Y&& y) {
+  auto yy = expr::as_node(std::forward<Y>(y));
+  return std::forward<DY>(dy) * (1 - yy * yy);
+}
+template <class DY, class Y>
+[[nodiscard]] auto sigmoid_backward(DY&& dy, Y&& y) {
+  auto yy = expr::as_node(std::forward<Y>(y));
+  return std::forward<DY>(dy) * yy * (1 - yy);
+}
+
+}  // namespace locus
