@@ -51,20 +51,71 @@ struct finish_fn {
   LOCUS_HOST_DEVICE auto operator()(std::size_t) const { return reducer.finish(acc[0], count); }
 };
 
-/// Reduces k(first .. last-1) on the calling thread with 16 accumulators.
+// A reducer may accumulate its lanes in a narrower type than its result (float lanes for a float
+// sum, folded into a double every block): `lane`, `lane_identity()`, `lane_lift(v, i)`,
+// `lane_combine(a, b)` and `fold(acc, lane)`. Without them the lanes are the accumulator.
+template <class R>
+concept has_lanes = requires { typename R::lane; };
+
+template <class R>
+struct lane_ops {
+  const R& r;
+  auto identity() const {
+    if constexpr (has_lanes<R>) return r.lane_identity();
+    else return r.identity();
+  }
+  template <class V>
+  auto lift(V v, std::size_t i) const {
+    if constexpr (has_lanes<R>) return r.lane_lift(v, i);
+    else return r.lift(v, i);
+  }
+  template <class L>
+  L combine(L a, L b) const {
+    if constexpr (has_lanes<R>) return r.lane_combine(a, b);
+    else return r.combine(a, b);
+  }
+  template <class A, class L>
+  A fold(A acc, L lane) const {
+    if constexpr (has_lanes<R>) return r.fold(acc, lane);
+    else return r.combine(acc, lane);
+  }
+};
+
+/// Reduces k(first .. last-1) on the calling thread: 16 independent lanes (several vector
+/// registers busy instead of one add chain), folded into the accumulator every block.
 template <class K, class R>
-auto serial_reduce(const K& k, const R& r, std::size_t first, std::size_t last) {
-  using Acc = decltype(r.identity());
-  constexpr std::size_t lanes = 16;
-  Acc a[lanes];
-  for (auto& x : a) x = r.identity();
-  std::size_t i = first;
-  for (; i + lanes <= last; i += lanes)
-    for (std::size_t j = 0; j < lanes; ++j) a[j] = r.combine(a[j], r.lift(k(i + j), i + j));
-  for (std::size_t j = 0; i < last; ++i, ++j) a[j] = r.combine(a[j], r.lift(k(i), i));
-  for (std::size_t w = lanes / 2; w > 0; w /= 2)
-    for (std::size_t j = 0; j < w; ++j) a[j] = r.combine(a[j], a[j + w]);
-  return a[0];
+auto serial_reduce(const K& kernel, const R& r, std::size_t first, std::size_t last) {
+  constexpr std::size_t lanes = 16, block = 2048;
+  const K k = kernel;  // a local copy: its pointers stay in registers, nothing can alias them
+  const lane_ops<R> ops{r};
+  auto total = r.identity();
+  for (std::size_t b = first; b < last; b += block) {
+    const std::size_t e = std::min(last, b + block);
+#if defined(_OPENMP)
+    // Sums: one lane variable that `omp simd` may split across vector registers (GCC does not
+    // vectorise the lane array below for every kernel shape).
+    if constexpr (requires { R::additive; }) {
+      auto s = ops.identity();
+#  pragma omp simd reduction(+ : s) simdlen(16)
+      for (std::size_t i = b; i < e; ++i) s += ops.lift(k(i), i);
+      total = ops.fold(total, s);
+      continue;
+    }
+#endif
+    decltype(ops.identity()) a[lanes];
+    for (auto& x : a) x = ops.identity();
+    std::size_t i = b;
+    for (; i + lanes <= e; i += lanes) {
+      decltype(ops.identity()) v[lanes];
+      for (std::size_t j = 0; j < lanes; ++j) v[j] = ops.lift(k(i + j), i + j);
+      for (std::size_t j = 0; j < lanes; ++j) a[j] = ops.combine(a[j], v[j]);
+    }
+    for (std::size_t j = 0; i < e; ++i, ++j) a[j] = ops.combine(a[j], ops.lift(k(i), i));
+    for (std::size_t w = lanes / 2; w > 0; w /= 2)
+      for (std::size_t j = 0; j < w; ++j) a[j] = ops.combine(a[j], a[j + w]);
+    total = ops.fold(total, a[0]);
+  }
+  return total;
 }
 
 template <class K, class R>

@@ -332,7 +332,6 @@ private:
     std::array<std::size_t, static_cast<std::size_t>(rank)> ext{};
     std::array<bool, static_cast<std::size_t>(rank)> known{};
     bool mismatch = false;
-    std::string all;
     auto fix = [&](std::size_t dim, std::size_t e) {
       if (!known[dim]) {
         ext[dim] = e;
@@ -344,7 +343,6 @@ private:
     auto one = [&](const auto& child) {
       using C = std::remove_cvref_t<decltype(child)>;
       if constexpr (C::rank > 0) {
-        all += (all.empty() ? "" : " and ") + child.shape().str();
         if constexpr (rank == 2 && C::rank == 1) fix(1, child.shape()[0]);
         else if constexpr (is_column_v<C>) fix(0, child.shape()[0]);
         else
@@ -352,14 +350,25 @@ private:
       }
     };
     std::apply([&](const auto&... c) { (one(c), ...); }, children);
-    if (mismatch)
-      throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all +
-                        (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "
-                                     "col(v) is a column and must match the rows)"
-                                   : " do not match"));
+    if (mismatch) throw_mismatch();  // the message is built only when it is needed
     for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
       if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
     return locus::shape<rank>(ext);
+  }
+
+  [[noreturn]] void throw_mismatch() const {
+    std::string all;
+    std::apply(
+        [&](const auto&... c) {
+          ((std::remove_cvref_t<decltype(c)>::rank > 0 ? (void)(all += (all.empty() ? "" : " and ") + c.shape().str())
+                                                       : (void)0),
+           ...);
+        },
+        children);
+    throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all +
+                      (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "
+                                   "col(v) is a column and must match the rows)"
+                                 : " do not match"));
   }
 };
 

@@ -43,6 +43,13 @@ struct sum {
     LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return static_cast<acc>(v); }
     LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a + b; }
     LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return static_cast<result>(a); }
+    // Host lanes in the element type, folded into the wide accumulator every block of 2048.
+    static constexpr bool additive = true;
+    using lane = std::conditional_t<std::is_floating_point_v<T>, T, acc>;
+    lane lane_identity() const { return lane(0); }
+    lane lane_lift(T v, std::size_t) const { return static_cast<lane>(v); }
+    lane lane_combine(lane a, lane b) const { return a + b; }
+    acc fold(acc a, lane b) const { return a + static_cast<acc>(b); }
   };
 };
 struct dot : sum {
@@ -70,6 +77,9 @@ struct norm {
     using result = T;
     LOCUS_HOST_DEVICE typename base::acc lift(T v, std::size_t) const {
       return static_cast<typename base::acc>(v) * static_cast<typename base::acc>(v);
+    }
+    typename base::lane lane_lift(T v, std::size_t) const {
+      return static_cast<typename base::lane>(v) * static_cast<typename base::lane>(v);
     }
     LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t) const {
       return static_cast<result>(std::sqrt(a));
