@@ -22,3 +22,4 @@
 #include <locus/ops/matmul.hpp>
 #include <locus/ops/nn.hpp>
 #include <locus/ops/random.hpp>
+#include <locus/data/idx.hpp>

@@ -83,37 +83,49 @@ struct lane_ops {
 
 /// Reduces k(first .. last-1) on the calling thread: 16 independent lanes (several vector
 /// registers busy instead of one add chain), folded into the accumulator every block.
+/// One block of a serial reduction with 16 independent lanes (several vector registers busy
+/// instead of one add chain).
+template <class K, class R>
+auto reduce_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
+  constexpr std::size_t lanes = 16;
+  decltype(ops.identity()) a[lanes];
+  for (auto& x : a) x = ops.identity();
+  std::size_t i = b;
+  for (; i + lanes <= e; i += lanes) {
+    decltype(ops.identity()) v[lanes];
+    for (std::size_t j = 0; j < lanes; ++j) v[j] = ops.lift(k(i + j), i + j);
+    for (std::size_t j = 0; j < lanes; ++j) a[j] = ops.combine(a[j], v[j]);
+  }
+  for (std::size_t j = 0; i < e; ++i, ++j) a[j] = ops.combine(a[j], ops.lift(k(i), i));
+  for (std::size_t w = lanes / 2; w > 0; w /= 2)
+    for (std::size_t j = 0; j < w; ++j) a[j] = ops.combine(a[j], a[j + w]);
+  return a[0];
+}
+
+/// A block of a sum: one lane variable that `omp simd` may split across vector registers (GCC
+/// does not vectorise the lane array of reduce_block for every kernel shape).
+template <class K, class R>
+auto sum_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
+  auto s = ops.identity();
+#if defined(_OPENMP)
+#  pragma omp simd reduction(+ : s)
+#endif
+  for (std::size_t i = b; i < e; ++i) s += ops.lift(k(i), i);
+  return s;
+}
+
+/// Reduces k(first .. last-1) on the calling thread, block by block, each block folded into the
+/// (wider) accumulator.
 template <class K, class R>
 auto serial_reduce(const K& kernel, const R& r, std::size_t first, std::size_t last) {
-  constexpr std::size_t lanes = 16, block = 2048;
+  constexpr std::size_t block = 2048;
   const K k = kernel;  // a local copy: its pointers stay in registers, nothing can alias them
   const lane_ops<R> ops{r};
   auto total = r.identity();
   for (std::size_t b = first; b < last; b += block) {
     const std::size_t e = std::min(last, b + block);
-#if defined(_OPENMP)
-    // Sums: one lane variable that `omp simd` may split across vector registers (GCC does not
-    // vectorise the lane array below for every kernel shape).
-    if constexpr (requires { R::additive; }) {
-      auto s = ops.identity();
-#  pragma omp simd reduction(+ : s) simdlen(16)
-      for (std::size_t i = b; i < e; ++i) s += ops.lift(k(i), i);
-      total = ops.fold(total, s);
-      continue;
-    }
-#endif
-    decltype(ops.identity()) a[lanes];
-    for (auto& x : a) x = ops.identity();
-    std::size_t i = b;
-    for (; i + lanes <= e; i += lanes) {
-      decltype(ops.identity()) v[lanes];
-      for (std::size_t j = 0; j < lanes; ++j) v[j] = ops.lift(k(i + j), i + j);
-      for (std::size_t j = 0; j < lanes; ++j) a[j] = ops.combine(a[j], v[j]);
-    }
-    for (std::size_t j = 0; i < e; ++i, ++j) a[j] = ops.combine(a[j], ops.lift(k(i), i));
-    for (std::size_t w = lanes / 2; w > 0; w /= 2)
-      for (std::size_t j = 0; j < w; ++j) a[j] = ops.combine(a[j], a[j + w]);
-    total = ops.fold(total, a[0]);
+    if constexpr (requires { R::additive; }) total = ops.fold(total, sum_block(k, ops, b, e));
+    else total = ops.fold(total, reduce_block(k, ops, b, e));
   }
   return total;
 }

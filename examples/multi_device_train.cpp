@@ -1,0 +1,142 @@
+// The main job: trains the 784-256-10 MLP on Fashion-MNIST over N devices, synchronously
+// (sync_average) or asynchronously (hogwild), and shows where everything runs.
+//   multi_device_train [--policy sync|hogwild] [--devices 1|2|4] [--epochs E] [--batch B] [--lr X]
+//                      [--momentum M] [--max-steps S] [--seed K] [--data DIR] [--csv FILE]
+//                      [--log-device-placement] [--expect-accuracy A]
+// Devices are gpu<0>..gpu<N-1>: real GPUs in a CUDA build (logical ones where the machine has
+// fewer), emulated GPUs otherwise.
+#include <locus/locus.hpp>
+#include <locus/train/data_parallel.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+using namespace locus;
+using namespace locus::train;
+
+namespace {
+
+struct args {
+  std::string policy = "sync";
+  int devices = 2;
+  fit_options fit;
+  sgd opt{0.1f, 0.9f};
+  std::uint64_t seed = 0;
+  std::string data_dir, csv;
+  bool log_placement = false;
+  double expect_accuracy = 0;  // exit 1 below it (the example's test)
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr, "multi_device_train: %s\nusage: multi_device_train [--policy sync|hogwild] [--devices 1|2|4] "
+                       "[--epochs E] [--batch B] [--lr X] [--momentum M] [--max-steps S] [--seed K] [--data DIR] "
+                       "[--csv FILE] [--log-device-placement] [--expect-accuracy A]\n", why);
+  std::exit(2);
+}
+
+args parse(int argc, char** argv) {
+  args a;
+  a.fit.epochs = 1;
+  a.fit.batch = 256;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
+      return argv[++i];
+    };
+    if (k == "--policy") a.policy = value();
+    else if (k == "--devices") a.devices = std::atoi(value().c_str());
+    else if (k == "--epochs") a.fit.epochs = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--batch") a.fit.batch = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--lr") a.opt.lr = std::strtof(value().c_str(), nullptr);
+    else if (k == "--momentum") a.opt.momentum = std::strtof(value().c_str(), nullptr);
+    else if (k == "--max-steps") a.fit.max_steps = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--data") a.data_dir = value();
+    else if (k == "--csv") a.csv = value();
+    else if (k == "--log-device-placement") a.log_placement = true;
+    else if (k == "--expect-accuracy") a.expect_accuracy = std::strtod(value().c_str(), nullptr);
+    else usage(("unknown option " + k).c_str());
+  }
+  if (a.policy != "sync" && a.policy != "hogwild") usage("--policy is sync or hogwild");
+  if (a.devices != 1 && a.devices != 2 && a.devices != 4) usage("--devices is 1, 2 or 4");
+  a.fit.seed = a.seed;
+  return a;
+}
+
+template <class Policy, class... Ds>
+int run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
+  mlp<float> model({784, 256, 10}, a.seed + 1);
+  std::printf("policy %s on", Policy::name);
+  ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
+  std::printf("%s\n", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
+  data_parallel<Policy, Ds...> trainer{model, a.opt};
+  if (a.log_placement) {
+    // One step with the placement log on: where every operation of a training step runs.
+    std::printf("placement of one training step:\n");
+    scoped_placement_log log;
+    auto once = a.fit;
+    once.max_steps = 1;
+    once.epochs = 1;
+    once.log_every = 0;
+    trainer.fit(train, once);
+  }
+  const auto result = trainer.fit(train, a.fit);
+  const double acc = trainer.accuracy(test);
+  std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
+              result.examples_per_sec(), sizeof...(Ds), sizeof...(Ds) == 1 ? "" : "s");
+  std::printf("test accuracy %.4f\n", acc);
+  if (!a.csv.empty()) {
+    std::ofstream out(a.csv);
+    out << "step,epoch,wall_seconds,loss,policy,devices\n";
+    for (const auto& p : result.curve)
+      out << p.step << ',' << p.epoch << ',' << p.wall_seconds << ',' << p.loss << ',' << Policy::name << ','
+          << sizeof...(Ds) << '\n';
+    std::printf("loss curve written to %s\n", a.csv.c_str());
+  }
+  if (acc < a.expect_accuracy) {
+    std::printf("FAILED: test accuracy %.4f is below the expected %.4f\n", acc, a.expect_accuracy);
+    return 1;
+  }
+  return 0;
+}
+
+template <class Policy>
+int dispatch(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
+#if LOCUS_HAS_GPUS
+  if (gpu_count() < a.devices) configure_logical_gpus(a.devices);
+  switch (a.devices) {
+    case 1: return run<Policy, gpu<0>>(a, train, test);
+    case 2: return run<Policy, gpu<0>, gpu<1>>(a, train, test);
+    default: return run<Policy, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(a, train, test);
+  }
+#else
+  if (a.devices != 1) usage("this build has only the cpu: --devices 1");
+  return run<Policy, cpu>(a, train, test);
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const args a = parse(argc, argv);
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto train = data::fashion_mnist::load_train(a.data_dir);
+    const auto test = data::fashion_mnist::load_test(a.data_dir);
+    std::printf("Fashion-MNIST: %zu training and %zu test images from %s (%.2f s)\n", train.size(), test.size(),
+                data::fashion_mnist::directory(a.data_dir).c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::printf("available devices:");
+    for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
+    std::printf("\n");
+    return a.policy == "sync" ? dispatch<sync_average>(a, train, test) : dispatch<hogwild>(a, train, test);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "multi_device_train: %s\n", e.what());
+    return 1;
+  }
+}

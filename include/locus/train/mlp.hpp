@@ -1,0 +1,153 @@
+#pragma once
+// The built-in model: a multilayer perceptron (dense + ReLU layers, softmax cross-entropy).
+//
+// The model interface the training policies use (bring your own model by providing the same):
+//   M::value_type                          the element type
+//   M::template params<D>                  its parameters as tensors on device D, with
+//       static constexpr std::size_t count          the number of parameter tensors
+//       auto tensors()                               a tuple of references to them, in order
+//   m.template init<D>()                   parameters on D from the model's seeded initialiser
+//   m.template loss_and_grad<D>(p, x, y)   {loss (rank 0 on D), gradients: params<D>} on a batch
+//   m.template predict<D>(p, x)            the predicted class of each row
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/locus.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace locus::train {
+
+/// The parameters of an mlp on device D: w[l] [in, out] and b[l] [out], layer by layer.
+template <class T, device D>
+struct mlp_params {
+  std::vector<tensor<T, D, 2>> w;
+  std::vector<tensor<T, D, 1>> b;
+
+  [[nodiscard]] std::size_t layers() const { return w.size(); }
+  /// A copy on device D2 (logged transfers).
+  template <device D2>
+  [[nodiscard]] mlp_params<T, D2> to() const {
+    mlp_params<T, D2> out;
+    for (const auto& x : w) out.w.push_back(locus::to<D2>(x));
+    for (const auto& x : b) out.b.push_back(locus::to<D2>(x));
+    return out;
+  }
+  /// f(view) for every tensor: the weights then the bias of each layer.
+  template <class F>
+  void for_each(F&& f) {
+    for (std::size_t l = 0; l < w.size(); ++l) {
+      f(w[l].view());
+      f(b[l].view());
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t l = 0; l < w.size(); ++l) {
+      f(w[l].view());
+      f(b[l].view());
+    }
+  }
+  /// A zero-filled copy of the shapes (momentum buffers, gradient sums).
+  [[nodiscard]] mlp_params zeros_like() const {
+    mlp_params out;
+    for (const auto& x : w) out.w.emplace_back(x.shape(), T(0));
+    for (const auto& x : b) out.b.emplace_back(x.shape(), T(0));
+    return out;
+  }
+};
+
+template <class T, device D>
+struct mlp_step {
+  tensor<T, D, 0> loss;
+  mlp_params<T, D> grad;
+};
+
+/// sizes {784, 256, 10}: 784 inputs, one hidden ReLU layer of 256, 10 classes. Glorot-uniform
+/// weights and zero biases from a counter-based generator: the same numbers on every device.
+template <class T>
+class mlp {
+public:
+  using value_type = T;
+  template <device D>
+  using params = mlp_params<T, D>;
+
+  mlp(std::vector<std::size_t> sizes, std::uint64_t seed) : sizes_(std::move(sizes)), seed_(seed) {
+    if (sizes_.size() < 2) throw shape_error("locus: mlp needs at least an input and an output size");
+    for (auto s : sizes_)
+      if (s == 0) throw shape_error("locus: mlp: a layer of size 0");
+  }
+
+  [[nodiscard]] const std::vector<std::size_t>& sizes() const { return sizes_; }
+
+  template <device D>
+  [[nodiscard]] mlp_params<T, D> init() const {
+    mlp_params<T, D> p;
+    for (std::size_t l = 0; l + 1 < sizes_.size(); ++l) {
+      p.w.push_back(on<D>(random::glorot_uniform<T>(shape{sizes_[l], sizes_[l + 1]}, seed_ * 1000 + l)));
+      p.b.emplace_back(shape{sizes_[l + 1]}, T(0));
+    }
+    return p;
+  }
+
+  /// Mean softmax cross-entropy over the batch and its gradient with respect to every parameter.
+  template <device D>
+  [[nodiscard]] mlp_step<T, D> loss_and_grad(const mlp_params<T, D>& p, const tensor<T, D, 2>& x,
+                                             const tensor<std::int32_t, D>& y) const {
+    check(p, x);
+    std::vector<tensor<T, D, 2>> h;  // the input of each layer
+    h.push_back(x.clone());
+    for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
+      auto z = dense_forward(h.back(), p.w[l], p.b[l]);
+      z = relu(z);
+      h.push_back(std::move(z));
+    }
+    auto logits = dense_forward(h.back(), p.w.back(), p.b.back());
+    auto [loss, dy] = softmax_cross_entropy(logits, y);
+    mlp_params<T, D> g;
+    g.w.resize(p.layers());
+    g.b.resize(p.layers());
+    for (std::size_t l = p.layers(); l-- > 0;) {
+      auto d = dense_backward(h[l], p.w[l], dy);
+      g.w[l] = std::move(d.dw);
+      g.b[l] = std::move(d.db);
+      if (l > 0) dy = on<D>(relu_backward(d.dx, h[l]));
+    }
+    return {std::move(loss), std::move(g)};
+  }
+
+  /// The predicted class of each row of x.
+  template <device D>
+  [[nodiscard]] tensor<std::int64_t, D> predict(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
+    check(p, x);
+    tensor<T, D, 2> h = x.clone();
+    for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
+      auto z = dense_forward(h, p.w[l], p.b[l]);
+      h = on<D>(relu(z));
+    }
+    return on<D>(argmax<1>(dense_forward(h, p.w.back(), p.b.back())));
+  }
+
+private:
+  template <device D>
+  void check(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
+    if (p.layers() + 1 != sizes_.size()) throw shape_error("locus: mlp: parameters of another model");
+    if (x.extent(1) != sizes_.front())
+      throw shape_error("locus: mlp: a batch of shape " + x.shape().str() + " for " + std::to_string(sizes_.front()) +
+                        " inputs");
+  }
+  std::vector<std::size_t> sizes_;
+  std::uint64_t seed_;
+};
+
+/// SGD with momentum: v = momentum * v + g; p -= lr * v (two fused kernels per tensor).
+struct sgd {
+  float lr = 0.1f;
+  float momentum = 0.9f;
+};
+
+}  // namespace locus::train

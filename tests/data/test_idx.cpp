@@ -1,0 +1,98 @@
+#include "../common/test_support.hpp"
+
+#include <locus/data/idx.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+#include <zlib.h>
+
+using namespace locus;
+using data::data_error;
+
+namespace {
+
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> dims, std::size_t data_bytes, std::uint8_t type = 0x08) {
+  std::vector<std::uint8_t> b{0, 0, type, static_cast<std::uint8_t>(dims.size())};
+  for (auto d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
+  for (std::size_t i = 0; i < data_bytes; ++i) b.push_back(static_cast<std::uint8_t>(i * 7));
+  return b;
+}
+
+std::string write(const std::string& name, const std::vector<std::uint8_t>& bytes, bool gzip) {
+  const auto dir = std::filesystem::temp_directory_path() / "locus_idx_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("IDX files are read gzip-compressed or raw", "[data][idx]") {
+  for (bool gz : {true, false}) {
+    const auto path = write(gz ? "ok.gz" : "ok.raw", idx_bytes({2, 3, 4}, 24), gz);
+    const auto a = data::read_idx(path);
+    CHECK(a.dims == std::vector<std::uint32_t>{2, 3, 4});
+    REQUIRE(a.bytes.size() == 24);
+    CHECK(a.bytes[5] == 35);
+  }
+}
+
+TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[data][idx][errors]") {
+  const auto missing = (std::filesystem::temp_directory_path() / "locus_idx_test" / "nope.gz").string();
+  CHECK_THROWS_WITH(data::read_idx(missing), "locus: " + missing + ": cannot open the file");
+  auto bad_magic = idx_bytes({4}, 4);
+  bad_magic[1] = 7;
+  auto p = write("magic.gz", bad_magic, true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": bad magic number at offset 0 (the first two bytes must be zero)");
+  p = write("type.gz", idx_bytes({4}, 16, 0x0D), true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": unsupported element type 0x0d at offset 2 (only unsigned bytes, 0x08)");
+  p = write("dims.gz", idx_bytes({1, 1, 1, 1, 1}, 1), true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": 5 dimensions at offset 3 (1 to 4 allowed)");
+  auto trunc = idx_bytes({10, 10}, 100);
+  trunc.resize(trunc.size() - 30);
+  p = write("trunc.gz", trunc, true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": truncated: the dimensions need 100 data bytes from offset 12, the file has 70");
+  auto header_cut = idx_bytes({10, 10}, 0);
+  header_cut.resize(9);
+  p = write("header.gz", header_cut, true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": truncated inside the dimensions: 9 bytes, the header needs 12");
+  p = write("extra.raw", idx_bytes({3}, 5), false);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": 2 bytes past the end of the data at offset 11");
+  p = write("zero.gz", idx_bytes({0}, 0), true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": dimension 0 at offset 4 is 0, not a usable extent");
+}
+
+TEST_CASE("images and labels must agree", "[data][idx]") {
+  const auto images = write("img.gz", idx_bytes({3, 2, 2}, 12), true);
+  const auto labels = write("lab.gz", idx_bytes({3}, 3), true);
+  auto d = data::read_labelled(images, labels);
+  CHECK(d.size() == 3);
+  CHECK(d.images.shape() == shape{3, 4});
+  CHECK(d.images(0, 1) == 7.f / 255.f);
+  CHECK(d.labels(2) == 14);
+  const auto four = write("lab4.gz", idx_bytes({4}, 4), true);
+  CHECK_THROWS_WITH(data::read_labelled(images, four), "locus: " + images + " holds 3 images but " + four + " 4 labels");
+}
+
+TEST_CASE("Fashion-MNIST's place: argument, environment, Debian's default", "[data][fashion_mnist]") {
+  CHECK(data::fashion_mnist::directory("/x") == "/x");
+  CHECK(data::fashion_mnist::directory() == (std::getenv("LOCUS_FASHION_MNIST_DIR") ? std::getenv("LOCUS_FASHION_MNIST_DIR")
+                                                                                   : "/usr/share/datasets/fashion-mnist"));
+  if (std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz")) {
+    const auto test = data::fashion_mnist::load_test("/usr/share/datasets/fashion-mnist");
+    CHECK(test.size() == 10000);
+    CHECK(test.images.shape() == shape{10000, 784});
+  }
+}
