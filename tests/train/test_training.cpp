@@ -93,7 +93,7 @@ TEST_CASE("sync_average over K devices follows one device with the whole batch",
   CHECK(std::abs(two.accuracy(data) - one.accuracy(data)) <= 0.01);
 }
 
-TEST_CASE("hogwild workers on several devices train the shared parameters", "[train][hogwild][threads]") {
+TEST_CASE("hogwild workers on their own threads train the shared parameters", "[train][hogwild][threads]") {
   mlp<float> model({16, 12, 4}, 7);
   auto data = synthetic(2048, 3);
   data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.05f, 0.9f}};
@@ -105,7 +105,7 @@ TEST_CASE("hogwild workers on several devices train the shared parameters", "[tr
 }
 #endif
 
-TEST_CASE("the textbook picture: stale asynchronous updates overshoot, synchronous averaging does not",
+TEST_CASE("the textbook picture on two threads: stale asynchronous updates overshoot, synchronous averaging does not",
           "[train][hogwild][sync]") {
   // f(w) = (w - 3)^2 / 2, gradient w - 3, learning rate 1: one exact step lands on the minimum.
   const auto grad = [](float w) { return w - 3.f; };
