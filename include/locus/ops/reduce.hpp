@@ -99,31 +99,28 @@ struct count_if {
     LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
   };
 };
-struct max {
-  static constexpr const char* name = "max";
-  static constexpr const char* type = "Max";
+/// The largest (Largest) or smallest element.
+template <bool Largest>
+struct extremum {
   template <class T, bool Host>
   struct reducer {
     using acc = T;
     using result = T;
-    LOCUS_HOST_DEVICE acc identity() const { return std::numeric_limits<T>::lowest(); }
+    LOCUS_HOST_DEVICE acc identity() const {
+      return Largest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    }
     LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v; }
-    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a < b ? b : a; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return (Largest ? a < b : b < a) ? b : a; }
     LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
   };
 };
-struct min {
+struct max : extremum<true> {
+  static constexpr const char* name = "max";
+  static constexpr const char* type = "Max";
+};
+struct min : extremum<false> {
   static constexpr const char* name = "min";
   static constexpr const char* type = "Min";
-  template <class T, bool Host>
-  struct reducer {
-    using acc = T;
-    using result = T;
-    LOCUS_HOST_DEVICE acc identity() const { return std::numeric_limits<T>::max(); }
-    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v; }
-    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return b < a ? b : a; }
-    LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
-  };
 };
 /// The index of the first largest element.
 struct argmax {
