@@ -107,11 +107,14 @@ struct dense_gradients {
   tensor<T, D, 1> db;  ///< the column sums of dy
 };
 
-/// The gradients of y = x w + b given dy = d loss / d y.
+/// The gradients of y = x w + b given dy = d loss / d y. With input_gradient false, dx is left
+/// empty (the first layer of a network needs no gradient for its input: one product saved).
 template <class T, device D>
 [[nodiscard]] dense_gradients<T, D> dense_backward(const tensor<T, D, 2>& x, const tensor<T, D, 2>& w,
-                                                   const tensor<T, D, 2>& dy) {
-  return {on<D>(matmul(dy, transpose(w))), on<D>(matmul(transpose(x), dy)), on<D>(sum<0>(dy))};
+                                                   const tensor<T, D, 2>& dy, bool input_gradient = true) {
+  tensor<T, D, 2> dx;
+  if (input_gradient) dx = on<D>(matmul(dy, transpose(w)));
+  return {std::move(dx), on<D>(matmul(transpose(x), dy)), on<D>(sum<0>(dy))};
 }
 
 /// Backward of the activations, written in terms of their output y (what a forward pass keeps).

@@ -99,23 +99,25 @@ public:
   [[nodiscard]] mlp_step<T, D> loss_and_grad(const mlp_params<T, D>& p, const tensor<T, D, 2>& x,
                                              const tensor<std::int32_t, D>& y) const {
     check(p, x);
-    std::vector<tensor<T, D, 2>> h;  // the input of each layer
-    h.push_back(x.clone());
+    std::vector<tensor<T, D, 2>> hidden;  // the hidden activations (reserved: h points into it)
+    hidden.reserve(p.layers());
+    std::vector<const tensor<T, D, 2>*> h{&x};  // the input of each layer
     for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
-      auto z = dense_forward(h.back(), p.w[l], p.b[l]);
+      auto z = dense_forward(*h.back(), p.w[l], p.b[l]);
       z = relu(z);
-      h.push_back(std::move(z));
+      hidden.push_back(std::move(z));
+      h.push_back(&hidden.back());
     }
-    auto logits = dense_forward(h.back(), p.w.back(), p.b.back());
+    auto logits = dense_forward(*h.back(), p.w.back(), p.b.back());
     auto [loss, dy] = softmax_cross_entropy(logits, y);
     mlp_params<T, D> g;
     g.w.resize(p.layers());
     g.b.resize(p.layers());
     for (std::size_t l = p.layers(); l-- > 0;) {
-      auto d = dense_backward(h[l], p.w[l], dy);
+      auto d = dense_backward(*h[l], p.w[l], dy, /*input_gradient=*/l > 0);
       g.w[l] = std::move(d.dw);
       g.b[l] = std::move(d.db);
-      if (l > 0) dy = on<D>(relu_backward(d.dx, h[l]));
+      if (l > 0) dy = on<D>(relu_backward(d.dx, *h[l]));
     }
     return {std::move(loss), std::move(g)};
   }
