@@ -150,10 +150,6 @@ inline void run_parallel(std::vector<std::function<void()>>& work, bool concurre
     for (auto& w : work) w();
     return;
   }
-  if (work.size() == 1) {
-    work[0]();
-    return;
-  }
   std::vector<std::exception_ptr> errors(work.size());
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < work.size(); ++i)

@@ -40,18 +40,21 @@ struct mlp_params {
   /// f(view) for every tensor: the weights then the bias of each layer.
   template <class F>
   void for_each(F&& f) {
-    for (std::size_t l = 0; l < w.size(); ++l) {
-      f(w[l].view());
-      f(b[l].view());
-    }
+    visit_all(*this, f);
   }
   template <class F>
   void for_each(F&& f) const {
-    for (std::size_t l = 0; l < w.size(); ++l) {
-      f(w[l].view());
-      f(b[l].view());
+    visit_all(*this, f);
+  }
+  /// One loop for both constnesses: mutable views from a mutable self, const views otherwise.
+  template <class Self, class F>
+  static void visit_all(Self& self, F& f) {
+    for (std::size_t l = 0; l < self.w.size(); ++l) {
+      f(self.w[l].view());
+      f(self.b[l].view());
     }
   }
+
   /// A zero-filled copy of the shapes (momentum buffers, gradient sums).
   [[nodiscard]] mlp_params zeros_like() const {
     mlp_params out;
