@@ -1,18 +1,26 @@
 // The main job: trains the 784-256-10 MLP on Fashion-MNIST over N devices, synchronously
 // (sync_average) or asynchronously (hogwild), and shows where everything runs.
-//   multi_device_train [--policy sync|hogwild] [--devices 1|2|4] [--epochs E] [--batch B] [--lr X]
-//                      [--momentum M] [--max-steps S] [--seed K] [--data DIR] [--csv FILE]
-//                      [--log-device-placement] [--expect-accuracy A]
+//   multi_device_train [--policy sync|hogwild|both] [--devices 1|2|4] [--epochs E] [--batch B]
+//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--max-steps S]
+//                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
+//                      [--progress] [--log-device-placement] [--expect-accuracy A]
+// --policy both trains with each policy in turn (the same model, data and devices) and --plot
+// draws their loss curves against step and wall time.
 // Devices are gpu<0>..gpu<N-1>: real GPUs in a CUDA build (logical ones where the machine has
 // fewer), emulated GPUs otherwise.
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
+
+#include "loss_plot.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
 #include <string>
 
 using namespace locus;
@@ -25,8 +33,9 @@ struct args {
   int devices = 2;
   fit_options fit;
   sgd opt{0.1f, 0.9f};
+  float hogwild_lr = 0;  // 0: --lr (hogwild's stale updates often want a smaller one)
   std::uint64_t seed = 0;
-  std::string data_dir, csv;
+  std::string data_dir, csv, plot;
   bool log_placement = false;
   double expect_accuracy = 0;  // exit 1 below it (the example's test)
 };
@@ -53,7 +62,11 @@ args parse(int argc, char** argv) {
     else if (k == "--epochs") a.fit.epochs = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--batch") a.fit.batch = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--lr") a.opt.lr = std::strtof(value().c_str(), nullptr);
+    else if (k == "--hogwild-lr") a.hogwild_lr = std::strtof(value().c_str(), nullptr);
+    else if (k == "--plot") a.plot = value();
+    else if (k == "--progress") a.fit.bar = progress_bar::on;
     else if (k == "--momentum") a.opt.momentum = std::strtof(value().c_str(), nullptr);
+    else if (k == "--warmup") a.fit.warmup_steps = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--max-steps") a.fit.max_steps = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--data") a.data_dir = value();
@@ -62,51 +75,51 @@ args parse(int argc, char** argv) {
     else if (k == "--expect-accuracy") a.expect_accuracy = std::strtod(value().c_str(), nullptr);
     else usage(("unknown option " + k).c_str());
   }
-  if (a.policy != "sync" && a.policy != "hogwild") usage("--policy is sync or hogwild");
+  if (a.policy != "sync" && a.policy != "hogwild" && a.policy != "both") usage("--policy is sync, hogwild or both");
   if (a.devices != 1 && a.devices != 2 && a.devices != 4) usage("--devices is 1, 2 or 4");
   a.fit.seed = a.seed;
   return a;
 }
 
+struct outcome {
+  example::curve curve;
+  double accuracy = 0;
+};
+
 template <class Policy, class... Ds>
-int run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
+outcome run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
   mlp<float> model({784, 256, 10}, a.seed + 1);
   std::printf("policy %s on", Policy::name);
   ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
   std::printf("%s\n", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
-  data_parallel<Policy, Ds...> trainer{model, a.opt};
+  sgd opt = a.opt;
+  if (std::is_same_v<Policy, hogwild> && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
+  data_parallel<Policy, Ds...> trainer{model, opt};
   if (a.log_placement) {
-    // One step with the placement log on: where every operation of a training step runs.
+    // One step with the placement log on: where every operation of a training step runs. Then a
+    // fresh trainer, so that the run below starts from the initial parameters.
     std::printf("placement of one training step:\n");
-    scoped_placement_log log;
-    auto once = a.fit;
-    once.max_steps = 1;
-    once.epochs = 1;
-    once.log_every = 0;
-    trainer.fit(train, once);
+    {
+      scoped_placement_log log;
+      auto once = a.fit;
+      once.max_steps = 1;
+      once.epochs = 1;
+      once.log_every = 0;
+      once.bar = progress_bar::off;
+      data_parallel<Policy, Ds...>{model, opt}.fit(train, once);
+    }
   }
   const auto result = trainer.fit(train, a.fit);
-  const double acc = trainer.accuracy(test);
+  outcome out{{std::string(Policy::name) + ", " + std::to_string(sizeof...(Ds)) + " devices", result.curve},
+              trainer.accuracy(test)};
   std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
               result.examples_per_sec(), sizeof...(Ds), sizeof...(Ds) == 1 ? "" : "s");
-  std::printf("test accuracy %.4f\n", acc);
-  if (!a.csv.empty()) {
-    std::ofstream out(a.csv);
-    out << "step,epoch,wall_seconds,loss,policy,devices\n";
-    for (const auto& p : result.curve)
-      out << p.step << ',' << p.epoch << ',' << p.wall_seconds << ',' << p.loss << ',' << Policy::name << ','
-          << sizeof...(Ds) << '\n';
-    std::printf("loss curve written to %s\n", a.csv.c_str());
-  }
-  if (acc < a.expect_accuracy) {
-    std::printf("FAILED: test accuracy %.4f is below the expected %.4f\n", acc, a.expect_accuracy);
-    return 1;
-  }
-  return 0;
+  std::printf("test accuracy %.4f\n", out.accuracy);
+  return out;
 }
 
 template <class Policy>
-int dispatch(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
+outcome dispatch(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
 #if LOCUS_HAS_GPUS
   if (gpu_count() < a.devices) configure_logical_gpus(a.devices);
   switch (a.devices) {
@@ -118,6 +131,16 @@ int dispatch(const args& a, const data::labelled_images& train, const data::labe
   if (a.devices != 1) usage("this build has only the cpu: --devices 1");
   return run<Policy, cpu>(a, train, test);
 #endif
+}
+
+void write_csv(const std::string& path, const std::vector<outcome>& runs) {
+  std::ofstream out(path);
+  out << "step,epoch,wall_seconds,loss,run\n";
+  for (const auto& r : runs)
+    for (const auto& p : r.curve.points)
+      out << p.step << ',' << p.epoch << ',' << p.wall_seconds << ',' << p.loss << ",\"" << r.curve.label << "\"\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+  std::printf("loss curve written to %s\n", path.c_str());
 }
 
 }  // namespace
@@ -134,7 +157,23 @@ int main(int argc, char** argv) {
     std::printf("available devices:");
     for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
     std::printf("\n");
-    return a.policy == "sync" ? dispatch<sync_average>(a, train, test) : dispatch<hogwild>(a, train, test);
+    std::vector<outcome> runs;
+    if (a.policy != "hogwild") runs.push_back(dispatch<sync_average>(a, train, test));
+    if (a.policy != "sync") runs.push_back(dispatch<hogwild>(a, train, test));
+    if (!a.csv.empty()) write_csv(a.csv, runs);
+    if (!a.plot.empty()) {
+      std::vector<example::curve> curves;
+      for (const auto& r : runs) curves.push_back(r.curve);
+      std::printf("loss plot written to %s\n", example::write_plot(a.plot, curves).c_str());
+    }
+    int status = 0;
+    for (const auto& r : runs)
+      if (r.accuracy < a.expect_accuracy) {
+        std::printf("FAILED: %s: test accuracy %.4f is below the expected %.4f\n", r.curve.label.c_str(), r.accuracy,
+                    a.expect_accuracy);
+        status = 1;
+      }
+    return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "multi_device_train: %s\n", e.what());
     return 1;

@@ -27,6 +27,12 @@ public:
   using error::error;
 };
 
+/// An option or setting out of its range (a learning rate of 0, a batch larger than the data).
+class config_error : public error {
+public:
+  using error::error;
+};
+
 /// A device allocation that failed or whose byte count overflows; names the device and the bytes.
 class allocation_error : public device_error {
 public:

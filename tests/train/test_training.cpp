@@ -3,6 +3,9 @@
 #include <locus/train/data_parallel.hpp>
 
 #include <atomic>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -34,8 +37,8 @@ data::labelled_images synthetic(std::size_t n, std::uint64_t seed) {
   return o;
 }
 
-template <class T, device D>
-std::vector<float> flat(const mlp_params<T, D>& p) {
+template <parameter_set P>
+std::vector<float> flat(const P& p) {
   std::vector<float> out;
   p.for_each([&](auto v) {
     const auto h = v.to_vector();
@@ -80,7 +83,7 @@ TEST_CASE("sync_average over K devices follows one device with the whole batch",
   one.fit(data, quiet(2, 64));
   two.fit(data, quiet(2, 64));
   four.fit(data, quiet(2, 64));
-  const auto p1 = flat(one.parameters<cpu>()), p2 = flat(two.parameters<cpu>()), p4 = flat(four.parameters<cpu>());
+  const auto p1 = one.parameters(), p2 = two.parameters(), p4 = four.parameters();
   REQUIRE(p1.size() == p2.size());
   double worst2 = 0, worst4 = 0;
   for (std::size_t i = 0; i < p1.size(); ++i) {
@@ -125,3 +128,123 @@ TEST_CASE("the textbook picture on two threads: stale asynchronous updates overs
   CHECK(w_sync == 3.f);   // at the minimum
   CHECK(w_async == 6.f);  // past it by as much again
 }
+
+namespace {
+/// The message of what f throws ("" when it does not throw).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A user's model: softmax regression that throws from its loss_and_grad on device Bad once it has
+// been called `after` times there (an injected fault).
+template <class Bad>
+struct faulty_model : softmax_regression<float> {
+  faulty_model(std::size_t in, std::size_t classes, int after)
+      : softmax_regression(in, classes), after_(after), calls_(std::make_shared<std::atomic<int>>(0)) {}
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    if constexpr (std::is_same_v<D, Bad>)
+      if (calls_->fetch_add(1) >= after_) throw std::runtime_error("injected fault on " + id_of<D>.full_name());
+    return softmax_regression::loss_and_grad(p, x, y);
+  }
+  int after_;
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+}  // namespace
+
+TEST_CASE("a user's model meets the interface and trains through data_parallel", "[train][model]") {
+  STATIC_REQUIRE(model_on<mlp<float>, cpu>);
+  STATIC_REQUIRE(model_on<softmax_regression<float>, cpu>);
+  STATIC_REQUIRE_FALSE(model_on<int, cpu>);
+  softmax_regression<float> model(16, 4);
+  auto data = synthetic(1024, 4);
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.5f, 0.9f}};
+  REQUIRE(trainer.parameter_count() == 16 * 4 + 4);
+  const double before = trainer.accuracy(data);
+  trainer.fit(data, quiet(4, 64));
+  CHECK(trainer.accuracy(data) > 0.8);
+  CHECK(trainer.accuracy(data) > before + 0.3);
+  // The trained parameters, back in the model's own type, predict the same classes.
+  auto p = model.init<cpu>();
+  trainer.parameters_into(p);
+  const auto flat_p = flat(p), trained = trainer.parameters();
+  CHECK(flat_p == trained);
+  const auto pred = model.predict(p, data.images).to_vector();
+  std::size_t correct = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) correct += pred[i] == data.labels(i);
+  CHECK(double(correct) / double(data.size()) == trainer.accuracy(data));
+  // A parameter set of another shape is refused, and left as it was.
+  auto wrong = softmax_regression<float>(8, 4).init<cpu>();
+  CHECK_THROWS_AS(trainer.parameters_into(wrong), shape_error);
+}
+
+TEST_CASE("bad options are refused before any step", "[train][options]") {
+  mlp<float> model({16, 4}, 1);
+  auto data = synthetic(64, 5);
+  CHECK_THROWS_AS((data_parallel<sync_average, cpu>{model, sgd{0.f, 0.9f}}), config_error);
+  CHECK_THROWS_AS((data_parallel<sync_average, cpu>{model, sgd{0.1f, 1.f}}), config_error);
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  const auto before = trainer.parameters();
+  CHECK(error_of([&] { trainer.fit(data, quiet(1, 65)); }) == "locus: fit: batch 65 for a data set of 64 examples");
+  CHECK_THROWS_AS(trainer.fit(data, quiet(1, 0)), config_error);
+  CHECK(trainer.parameters() == before);
+}
+
+TEST_CASE("plain SGD and the warmup follow their formulas", "[train][options]") {
+  softmax_regression<float> model(16, 4);
+  auto data = synthetic(64, 6);
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.5f, 0.f}};
+  auto o = quiet(1, 64);
+  o.warmup_steps = 4;  // the first step uses lr 0.5 / 4
+  trainer.fit(data, o);
+  // One step from zero weights: p = -lr/4 * gradient at zero.
+  auto p0 = model.init<cpu>();
+  const auto g = flat(model.loss_and_grad(p0, data.images, data.labels).grad);
+  const auto p = trainer.parameters();
+  REQUIRE(p.size() == g.size());
+  for (std::size_t i = 0; i < p.size(); ++i) CHECK(p[i] == Approx(-0.125f * g[i]).margin(1e-7));
+}
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("sync_average of a user's model on K devices equals one device", "[train][model][sync]") {
+  softmax_regression<float> model(16, 4);
+  auto data = synthetic(512, 7);
+  data_parallel<sync_average, cpu> one{model, sgd{0.2f, 0.9f}};
+  data_parallel<sync_average, gpu<0>, cpu> two{model, sgd{0.2f, 0.9f}};
+  one.fit(data, quiet(2, 64));
+  two.fit(data, quiet(2, 64));
+  const auto a = one.parameters(), b = two.parameters();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
+}
+
+TEST_CASE("a failing hogwild worker stops the others and its error reaches fit's caller", "[train][hogwild][threads][faults]") {
+  faulty_model<gpu<1>> model(16, 4, 5);
+  auto data = synthetic(4096, 8);
+  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.1f, 0.9f}};
+  CHECK(error_of([&] { trainer.fit(data, quiet(50, 32)); }) ==
+        "injected fault on /job:localhost/replica:0/task:0/device:GPU:1");
+  // 50 epochs would be 6400 steps; the others stopped at their next step.
+  CHECK(model.calls_->load() == 6);
+}
+
+TEST_CASE("a failing sync replica's error reaches fit's caller and no update is applied", "[train][sync][faults]") {
+  faulty_model<gpu<0>> model(16, 4, 2);
+  auto data = synthetic(512, 9);
+  data_parallel<sync_average, cpu, gpu<0>> trainer{model, sgd{0.1f, 0.9f}};
+  CHECK(error_of([&] { trainer.fit(data, quiet(1, 64)); }) ==
+        "injected fault on /job:localhost/replica:0/task:0/device:GPU:0");
+  // Two steps were applied before the fault; the third is not, on any replica.
+  data_parallel<sync_average, cpu, gpu<0>> reference{softmax_regression<float>(16, 4), sgd{0.1f, 0.9f}};
+  auto o = quiet(1, 64);
+  o.max_steps = 2;
+  reference.fit(data, o);
+  CHECK(trainer.parameters() == reference.parameters());
+}
+#endif

@@ -13,6 +13,7 @@
 #include <thrust/system/cpp/execution_policy.h>
 #include <thrust/transform.h>
 #if defined(_OPENMP)
+#  include <omp.h>
 #  include <thrust/system/omp/execution_policy.h>
 #endif
 #if LOCUS_HAS_CUDA
@@ -23,6 +24,23 @@
 namespace locus::backend {
 
 inline constexpr std::size_t serial_threshold = std::size_t{1} << 14;
+
+/// The cores the host backend uses (OpenMP's count; 1 without OpenMP).
+[[nodiscard]] inline int host_cores() noexcept {
+#if defined(_OPENMP)
+  return omp_get_num_procs();
+#else
+  return 1;
+#endif
+}
+
+/// Limits the threads of the host kernels (and of an OpenMP BLAS) started from the calling thread:
+/// host threads that each run a device's work share the cores instead of oversubscribing them.
+inline void limit_host_threads([[maybe_unused]] int n) noexcept {
+#if defined(_OPENMP)
+  omp_set_num_threads(n < 1 ? 1 : n);
+#endif
+}
 
 /// The Thrust system a device's work runs on.
 #if defined(_OPENMP)

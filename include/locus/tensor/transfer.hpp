@@ -5,9 +5,11 @@
 #include <locus/backend/memory.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
+#include <locus/errors.hpp>
 #include <locus/log.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <string>
 #include <type_traits>
 
 namespace locus {
@@ -28,6 +30,24 @@ template <device To, class T, device From, int R>
 template <device To, class T, device From, int R>
 [[nodiscard]] tensor<T, To, R> to(const tensor<T, From, R>& t) {
   return to<To>(t.view());
+}
+
+/// Writes src's elements into dst's storage, across devices (logged and counted like to<D>):
+/// the transfer into a buffer that already exists, without an allocation. The shapes must match.
+template <class T, device To, device From, int R>
+  requires(!std::is_const_v<T>)
+void transfer(const tensor_view<T, To, R>& dst, const tensor_view<const T, From, R>& src) {
+  if (dst.shape() != src.shape())
+    throw shape_error("locus: transfer: a source of shape " + src.shape().str() + " into a destination of shape " +
+                      dst.shape().str() + " (" + id_of<From>.full_name() + " -> " + id_of<To>.full_name() + ")");
+  const std::size_t bytes = src.size() * sizeof(T);
+  backend::copy(id_of<To>, dst.data(), id_of<From>, src.data(), bytes);
+  if constexpr (!std::is_same_v<To, From>) detail::log_transfer(id_of<From>, id_of<To>, bytes);
+}
+template <class T, device To, device From, int R>
+  requires(!std::is_const_v<T>)
+void transfer(const tensor_view<T, To, R>& dst, const tensor_view<T, From, R>& src) {
+  transfer(dst, tensor_view<const T, From, R>(src));
 }
 
 }  // namespace locus

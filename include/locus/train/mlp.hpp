@@ -1,14 +1,7 @@
 #pragma once
 // The built-in model: a multilayer perceptron (dense + ReLU layers, softmax cross-entropy).
 //
-// The model interface the training policies use (bring your own model by providing the same):
-//   M::value_type                          the element type
-//   M::template params<D>                  its parameters as tensors on device D, with
-//       static constexpr std::size_t count          the number of parameter tensors
-//       auto tensors()                               a tuple of references to them, in order
-//   m.template init<D>()                   parameters on D from the model's seeded initialiser
-//   m.template loss_and_grad<D>(p, x, y)   {loss (rank 0 on D), gradients: params<D>} on a batch
-//   m.template predict<D>(p, x)            the predicted class of each row
+// It meets the model interface of model.hpp (train::model_on<mlp<float>, D>) like any user model.
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
@@ -147,12 +140,6 @@ private:
   }
   std::vector<std::size_t> sizes_;
   std::uint64_t seed_;
-};
-
-/// SGD with momentum: v = momentum * v + g; p -= lr * v (two fused kernels per tensor).
-struct sgd {
-  float lr = 0.1f;
-  float momentum = 0.9f;
 };
 
 }  // namespace locus::train

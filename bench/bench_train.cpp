@@ -1,0 +1,135 @@
+// Training throughput on the host, side by side in one run: one epoch of the 784-256-10 MLP on
+// Fashion-MNIST (batch 256, SGD with momentum) with locus on 1, 2 and 4 devices (the cpu, then
+// emulated GPUs sharing its cores), against
+//   - the floor: the same epoch's five matrix products per step alone, as direct cblas_sgemm calls;
+//   - the numpy reference ../shared/reference/mlp_numpy.py (same recipe), when python3 and numpy
+//     are there (its own timer, printed to 0.1 s).
+// Each figure is the median of `reps` epochs (default 5; the first argument changes it).
+#include <locus/locus.hpp>
+#include <locus/train/data_parallel.hpp>
+
+#include "harness.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace locus;
+using namespace locus::train;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+template <class Policy, class... Ds>
+double epoch_seconds(const data::labelled_images& train, int reps, float lr) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    mlp<float> model({784, 256, 10}, 1);
+    data_parallel<Policy, Ds...> trainer{model, sgd{lr, 0.9f}};
+    fit_options o;
+    o.epochs = 1;
+    o.batch = 256;
+    o.log_every = 0;
+    o.bar = progress_bar::off;
+    t.push_back(trainer.fit(train, o).seconds);
+  }
+  return median(t);
+}
+
+#if LOCUS_HAS_CBLAS
+/// The matrix products of one epoch alone: per step x W1, h W2, h^T dz, dz W2^T, x^T dh.
+double blas_floor_seconds(std::size_t steps, int reps) {
+  constexpr int B = 256, I = 784, H = 256, O = 10;
+  constexpr int row_major = 101, no_trans = 111, trans = 112;
+  std::vector<float> x(std::size_t(B) * I, 0.5f), w1(std::size_t(I) * H, 0.01f), w2(std::size_t(H) * O, 0.01f),
+      h(std::size_t(B) * H), z(std::size_t(B) * O), dz(std::size_t(B) * O, 0.01f), dh(std::size_t(B) * H),
+      dw1(std::size_t(I) * H), dw2(std::size_t(H) * O);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = clock_type::now();
+    for (std::size_t s = 0; s < steps; ++s) {
+      cblas_sgemm(row_major, no_trans, no_trans, B, H, I, 1.f, x.data(), I, w1.data(), H, 0.f, h.data(), H);
+      cblas_sgemm(row_major, no_trans, no_trans, B, O, H, 1.f, h.data(), H, w2.data(), O, 0.f, z.data(), O);
+      cblas_sgemm(row_major, trans, no_trans, H, O, B, 1.f, h.data(), H, dz.data(), O, 0.f, dw2.data(), O);
+      cblas_sgemm(row_major, no_trans, trans, B, H, O, 1.f, dz.data(), O, w2.data(), O, 0.f, dh.data(), H);
+      cblas_sgemm(row_major, trans, no_trans, I, H, B, 1.f, x.data(), I, dh.data(), H, 0.f, dw1.data(), H);
+    }
+    t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    locus_bench::keep(dw1[0]);
+  }
+  return median(t);
+}
+#endif
+
+/// The numpy reference's one-epoch time (seconds), or a negative number when it cannot run.
+double numpy_seconds(int reps) {
+  const char* script = LOCUS_SOURCE_DIR "/../shared/reference/mlp_numpy.py";
+  if (std::FILE* f = std::fopen(script, "r")) std::fclose(f);
+  else return -1;
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const std::string cmd = std::string("python3 '") + script + "' 1 2> /dev/null";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char line[256];
+    double seconds = -1;
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+      double acc = 0, s = 0;
+      if (std::sscanf(line, "epoch 1: test accuracy %lf (%lf s)", &acc, &s) == 2) seconds = s;
+    }
+    if (::pclose(p) != 0 || seconds < 0) return -1;
+    t.push_back(seconds);
+  }
+  return median(t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const auto train = data::fashion_mnist::load_train();
+  const std::size_t steps = train.size() / 256;
+  const double n = double(steps * 256);
+  std::printf("one epoch: %zu steps of 256, median of %d epochs, %d host cores\n", steps, reps, backend::host_cores());
+
+  const double locus1 = epoch_seconds<sync_average, cpu>(train, reps, 0.1f);
+  locus_bench::header("locus (sync_average, 1 device) against the baselines",
+                      {"baseline", "baseline s", "locus s", "locus examples/sec", "locus / baseline time", "target"});
+#if LOCUS_HAS_CBLAS
+  const double floor = blas_floor_seconds(steps, reps);
+  std::printf("| matrix products alone (cblas_sgemm) | %.3f | %.3f | %.0f | %.2f | <= 1.25 |\n", floor, locus1, n / locus1,
+              locus1 / floor);
+#endif
+  const double np = numpy_seconds(reps);
+  if (np > 0)
+    std::printf("| numpy reference (mlp_numpy.py) | %.1f | %.3f | %.0f | %.2f | <= 1 |\n", np, locus1, n / locus1,
+                locus1 / np);
+  else
+    std::printf("| numpy reference | not run (python3 with numpy, or ../shared/reference, missing) | | | | |\n");
+
+#if LOCUS_HAS_GPUS
+  locus_bench::header("examples/sec by policy and devices (emulated GPUs share the host's cores)",
+                      {"policy", "devices", "epoch s", "examples/sec", "vs 1 device"});
+  auto row = [&](const char* policy, int devices, double s, double one) {
+    std::printf("| %s | %d | %.3f | %.0f | %.2f |\n", policy, devices, s, n / s, one / s);
+  };
+  const double s1 = epoch_seconds<sync_average, gpu<0>>(train, reps, 0.1f);
+  row("sync_average", 1, s1, s1);
+  row("sync_average", 2, epoch_seconds<sync_average, gpu<0>, gpu<1>>(train, reps, 0.1f), s1);
+  row("sync_average", 4, epoch_seconds<sync_average, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.1f), s1);
+  const double h1 = epoch_seconds<hogwild, gpu<0>>(train, reps, 0.1f);
+  row("hogwild", 1, h1, s1);
+  row("hogwild", 2, epoch_seconds<hogwild, gpu<0>, gpu<1>>(train, reps, 0.025f), s1);
+  row("hogwild", 4, epoch_seconds<hogwild, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.0125f), s1);
+#endif
+  return 0;
+}
