@@ -23,6 +23,9 @@ using namespace locus::train;
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+#ifndef LOCUS_PYTHON
+#  define LOCUS_PYTHON "/usr/bin/python3"  // Debian's, where python3-numpy installs numpy
+#endif
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -77,7 +80,7 @@ double numpy_seconds(int reps) {
   else return -1;
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
-    const std::string cmd = std::string("python3 '") + script + "' 1 2> /dev/null";
+    const std::string cmd = std::string(LOCUS_PYTHON " '") + script + "' 1 2> /dev/null";
     std::FILE* p = ::popen(cmd.c_str(), "r");
     if (p == nullptr) return -1;
     char line[256];

@@ -197,3 +197,20 @@ TEST_CASE("operators never take part in unrelated overload sets", "[expr]") {
   STATIC_REQUIRE(overloads::addable<float, const tensor<float, cpu>&>);
   STATIC_REQUIRE(std::is_trivially_copyable_v<decltype((tensor<float, cpu>{} + 1.f).kernel())>);
 }
+
+TEST_CASE("the broadcasting divisor equals / and % on every operand size", "[expr][divisor]") {
+  std::mt19937_64 gen(11);
+  const std::size_t big = std::size_t{1} << 32;
+  std::vector<std::size_t> ds{1, 2, 3, 7, 10, 255, 256, 784, 1000003, 0xFFFFFFFEu, 0xFFFFFFFFu, big, big + 1};
+  for (int k = 0; k < 200; ++k) ds.push_back(1 + gen() % 0xFFFFFFFFu);
+  for (std::size_t d : ds) {
+    const locus::expr::divisor div(d);
+    std::vector<std::size_t> is{0, 1, d - 1, d, d + 1, 2 * d - 1, 0xFFFFFFFEu, 0xFFFFFFFFu, big, big * 3 + 5};
+    for (int k = 0; k < 200; ++k) is.push_back(gen() % 0xFFFFFFFFu);
+    for (int k = 0; k < 20; ++k) is.push_back(gen());
+    for (std::size_t i : is) {
+      REQUIRE(div.div(i) == i / d);
+      REQUIRE(div.mod(i) == i % d);
+    }
+  }
+}

@@ -11,6 +11,7 @@
 
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cpp/execution_policy.h>
+#include <thrust/for_each.h>
 #include <thrust/transform.h>
 #if defined(_OPENMP)
 #  include <omp.h>
@@ -106,6 +107,37 @@ void transform(std::size_t n, const K& kernel, T* out) {
                         thrust::counting_iterator<std::size_t>(n), out, f);
     } catch (const thrust::system_error& e) {
       throw cuda_error("thrust::transform", d.full_name(), e.code().value(), e.what());
+    }
+#endif
+  }
+}
+
+/// f(i) for i in [0, n), on device D: a kernel with several outputs (f writes through pointers it
+/// holds). f must be trivially copyable and, for GPUs, callable on the device.
+template <device D, class F>
+void for_each_index(std::size_t n, const F& f) {
+  constexpr device_id d = id_of<D>;
+  auto& reg = registry::instance();
+  reg.require(d);
+  if (n == 0) return;
+  reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  if constexpr (runs_on_host<D>) {
+#if defined(_OPENMP)
+    if (n >= serial_threshold) {
+      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
+                       thrust::counting_iterator<std::size_t>(n), f);
+      return;
+    }
+#endif
+    for (std::size_t i = 0; i < n; ++i) f(i);
+  } else {
+#if LOCUS_HAS_CUDA
+    cuda::device_guard guard(reg.physical_of(d.index), d);
+    try {
+      thrust::for_each(thrust::cuda::par_nosync.on(reg.stream(d)), thrust::counting_iterator<std::size_t>(0),
+                       thrust::counting_iterator<std::size_t>(n), f);
+    } catch (const thrust::system_error& e) {
+      throw cuda_error("thrust::for_each", d.full_name(), e.code().value(), e.what());
     }
 #endif
   }

@@ -16,6 +16,7 @@
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/expr/divisor.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
 
@@ -84,15 +85,15 @@ struct load_first_kernel {  // a rank-0 tensor: one value on the device, broadca
 template <class K>
 struct row_broadcast_kernel {
   K k;
-  std::size_t cols;
-  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i % cols); }
+  divisor cols;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.mod(i)); }
 };
 /// col(v) in a rank-2 expression: a column, repeated over the columns.
 template <class K>
 struct column_broadcast_kernel {
   K k;
-  std::size_t cols;
-  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i / cols); }
+  divisor cols;
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.div(i)); }
 };
 template <class T>
 struct constant_kernel {
@@ -322,8 +323,8 @@ struct node {
 private:
   template <class C>
   auto child_kernel(const C& c) const {
-    if constexpr (rank == 2 && C::rank == 1) return row_broadcast_kernel<decltype(c.kernel())>{c.kernel(), extents[1]};
-    else if constexpr (rank == 2 && is_column_v<C>) return column_broadcast_kernel<decltype(c.kernel())>{c.kernel(), extents[1]};
+    if constexpr (rank == 2 && C::rank == 1) return row_broadcast_kernel<decltype(c.kernel())>{c.kernel(), divisor(extents[1])};
+    else if constexpr (rank == 2 && is_column_v<C>) return column_broadcast_kernel<decltype(c.kernel())>{c.kernel(), divisor(extents[1])};
     else return c.kernel();
   }
 

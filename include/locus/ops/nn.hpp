@@ -2,7 +2,7 @@
 // The neural-network pieces, on the device their operands live on (the result type says where):
 //   softmax(z), log_softmax(z)            row-wise and numerically stable (the row maximum first)
 //   softmax_cross_entropy(z, labels)      the mean loss and its gradient with respect to z
-//   dense_forward(x, w, b), dense_backward(x, w, dy)
+//   dense_forward(x, w, b), dense_relu_forward(x, w, b), dense_backward(x, w, dy)
 //   relu_backward(dy, y), tanh_backward(dy, y), sigmoid_backward(dy, y)   (y: the layer's output)
 //   one_hot<T>(labels, classes), col_index(shape)
 // Each step is a fused expression, reduction or matrix product evaluated with on<D>, so every
@@ -25,8 +25,8 @@ namespace locus {
 
 namespace detail {
 struct column_of {
-  std::size_t cols;
-  LOCUS_HOST_DEVICE std::int64_t operator()(std::size_t i) const { return static_cast<std::int64_t>(i % cols); }
+  expr::divisor cols;
+  LOCUS_HOST_DEVICE std::int64_t operator()(std::size_t i) const { return static_cast<std::int64_t>(cols.mod(i)); }
 };
 template <class T, class D, class L>
 void check_labels(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels, const char* what) {
@@ -38,7 +38,7 @@ void check_labels(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels, const
 
 /// An expression of shape s whose element (i, j) is j.
 [[nodiscard]] inline auto col_index(shape<2> s) {
-  return expr::generated<detail::column_of, 2>{{s[1]}, s, "col_index", "Range"};
+  return expr::generated<detail::column_of, 2>{{expr::divisor(s[1])}, s, "col_index", "Range"};
 }
 
 /// one_hot<T>(labels, classes): [n, classes] with 1 at (i, labels[i]); labels out of range give a zero row.
@@ -97,6 +97,18 @@ template <class T, device D>
     throw shape_error("locus: dense_forward: bias of shape " + b.shape().str() + " for weights of shape " + w.shape().str());
   auto y = on<D>(matmul(x, w));
   y = y + b;  // the bias, broadcast over the rows, in place
+  return y;
+}
+
+/// y = relu(x w + b): the bias and the activation in one pass after the product.
+template <class T, device D>
+[[nodiscard]] tensor<T, D, 2> dense_relu_forward(const tensor<T, D, 2>& x, const tensor<T, D, 2>& w,
+                                                 const tensor<T, D, 1>& b) {
+  if (b.size() != w.extent(1))
+    throw shape_error("locus: dense_relu_forward: bias of shape " + b.shape().str() + " for weights of shape " +
+                      w.shape().str());
+  auto y = on<D>(matmul(x, w));
+  y = relu(y + b);
   return y;
 }
 

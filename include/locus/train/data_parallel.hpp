@@ -102,21 +102,23 @@ struct first {
 };
 
 /// The rows `order[first .. first+count)` of a data set, on device D. Gathered into tensors from
-/// the cpu's caching arena (no allocation per step), then moved (cpu) or copied (GPUs).
+/// the caching arena (no allocation per step): written in place on host-run devices, copied to GPUs.
 template <device D>
 std::pair<tensor<float, D, 2>, tensor<std::int32_t, D>> gather(const data::labelled_images& data,
                                                                 const std::vector<std::uint32_t>& order,
                                                                 std::size_t first, std::size_t count) {
   const std::size_t cols = data.images.extent(1);
-  auto x = tensor<float, cpu, 2>::uninitialized_of(shape{count, cols});
-  auto y = tensor<std::int32_t, cpu>::uninitialized_of(shape{count});
+  // Devices whose memory the host reads and writes (the cpu, emulated GPUs) get the rows directly.
+  using H = std::conditional_t<backend::runs_on_host<D>, D, cpu>;
+  auto x = tensor<float, H, 2>::uninitialized_of(shape{count, cols});
+  auto y = tensor<std::int32_t, H>::uninitialized_of(shape{count});
   const float* src = data.images.data();
   for (std::size_t r = 0; r < count; ++r) {
     const std::size_t row = order[first + r];
     std::copy(src + row * cols, src + (row + 1) * cols, x.data() + r * cols);
-    y(r) = data.labels(row);
+    y.data()[r] = data.labels(row);
   }
-  if constexpr (std::is_same_v<D, cpu>) return {std::move(x), std::move(y)};
+  if constexpr (std::is_same_v<H, D>) return {std::move(x), std::move(y)};
   else return {locus::to<D>(x), locus::to<D>(y)};
 }
 
@@ -381,7 +383,9 @@ private:
           using D = std::tuple_element_t<i, std::tuple<Ds...>>;
           work.push_back([&, i] {
             auto [x, y] = detail::gather<D>(data, order, first + i * shard, shard);
-            losses[i] = std::get<i>(replicas_)->loss_and_grad(x, y, std::get<i>(grads_).view());
+            auto& r = *std::get<i>(replicas_);
+            losses[i] = r.loss_and_grad(x, y);
+            if constexpr (device_count > 1) r.pack_gradients(std::get<i>(grads_).view());
           });
         });
         detail::run_parallel(work, concurrent_replicas);
@@ -390,8 +394,14 @@ private:
         const sgd opt = detail::at_step(opt_, o, step);
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
           update.push_back([&, i] {
-            detail::apply(opt, std::get<i>(replicas_)->parameters(), std::get<i>(velocity_).view(),
-                          std::as_const(std::get<i>(grads_)).view());
+            const auto& r = *std::get<i>(replicas_);
+            // One device: the model's own gradient tensors; several: the mean, in the flat buffer.
+            if constexpr (device_count == 1)
+              detail::apply(opt, r.parameters(), r.gradients(), std::get<i>(velocity_).view());
+            else
+              detail::apply(opt, r.parameters(),
+                            detail::segments(static_cast<const float*>(std::get<i>(grads_).data()), r.parameters()),
+                            std::get<i>(velocity_).view());
           });
         });
         detail::run_parallel(update, concurrent_replicas);
@@ -459,9 +469,17 @@ private:
             offset += v.size();
           }
           auto [x, y] = detail::gather<D>(data, orders[epoch], first, o.batch);
-          const double loss = local.loss_and_grad(x, y, grad.view());
+          const double loss = local.loss_and_grad(x, y);
           // The worker's own momentum, on its device; then lock-free updates of the home copy.
-          if (mom != 0.f) velocity = velocity * mom + grad;
+          if (mom != 0.f) {
+            std::size_t t = 0;
+            for (const auto& v : detail::segments(velocity.data(), local.parameters())) {
+              v = v * mom + local.gradients()[t];
+              ++t;
+            }
+          } else {
+            local.pack_gradients(grad.view());
+          }
           const auto& step = mom != 0.f ? velocity : grad;
           const float* d = step.data();
           if constexpr (!std::is_same_v<D, cpu>) {

@@ -99,9 +99,7 @@ public:
     hidden.reserve(p.layers());
     std::vector<const tensor<T, D, 2>*> h{&x};  // the input of each layer
     for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
-      auto z = dense_forward(*h.back(), p.w[l], p.b[l]);
-      z = relu(z);
-      hidden.push_back(std::move(z));
+      hidden.push_back(dense_relu_forward(*h.back(), p.w[l], p.b[l]));
       h.push_back(&hidden.back());
     }
     auto logits = dense_forward(*h.back(), p.w.back(), p.b.back());
@@ -124,8 +122,7 @@ public:
     check(p, x);
     tensor<T, D, 2> h = x.clone();
     for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
-      auto z = dense_forward(h, p.w[l], p.b[l]);
-      h = on<D>(relu(z));
+      h = dense_relu_forward(h, p.w[l], p.b[l]);
     }
     return on<D>(argmax<1>(dense_forward(h, p.w.back(), p.b.back())));
   }

@@ -24,6 +24,7 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,9 +58,9 @@ concept model_on =
       { m.predict(p, x) } -> std::same_as<tensor<std::int64_t, D>>;
     };
 
-/// A model's parameters on device D, seen by the policies: rank-1 views of every tensor (stable for
-/// the replica's lifetime) and the loss-and-gradient step with the gradient packed into one flat
-/// buffer in the same order.
+/// A model's parameters on device D, seen by the policies: rank-1 views of every parameter tensor
+/// (stable for the replica's lifetime), and the loss-and-gradient step, whose gradient tensors are
+/// kept (views in the same order) until the next step.
 template <device D>
 class replica {
 public:
@@ -71,13 +72,27 @@ public:
   [[nodiscard]] const std::vector<tensor_view<float, D, 1>>& parameters() const noexcept { return views_; }
   /// The number of parameters (all tensors together).
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// The mean loss on (x, y); its gradient written into grad (size() elements).
-  virtual double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
-                               const tensor_view<float, D, 1>& grad) = 0;
+  /// The mean loss on (x, y); its gradient is kept, see gradients().
+  virtual double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) = 0;
+  /// The gradient of the last loss_and_grad, one view per parameter tensor.
+  [[nodiscard]] const std::vector<tensor_view<const float, D, 1>>& gradients() const noexcept { return grads_; }
+  /// Copies the last gradient into one flat buffer of size() elements (what is averaged or sent).
+  void pack_gradients(const tensor_view<float, D, 1>& flat) const {
+    if (flat.size() != size_ || grads_.size() != views_.size())
+      throw shape_error("locus: replica<" + id_of<D>.type_name() + ">: a gradient buffer of " +
+                        std::to_string(flat.size()) + " elements for " + std::to_string(size_) +
+                        " parameters, or no gradient yet");
+    std::size_t offset = 0;
+    for (const auto& g : grads_) {
+      locus::transfer(tensor_view<float, D, 1>(flat.data() + offset, g.shape()), g);
+      offset += g.size();
+    }
+  }
   [[nodiscard]] virtual tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const = 0;
 
 protected:
   std::vector<tensor_view<float, D, 1>> views_;
+  std::vector<tensor_view<const float, D, 1>> grads_;
   std::size_t size_ = 0;
 };
 
@@ -92,27 +107,25 @@ public:
     });
   }
 
-  double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
-                       const tensor_view<float, D, 1>& grad) override {
-    if (grad.size() != this->size_)
-      throw shape_error("locus: replica<" + id_of<D>.type_name() + ">: a gradient buffer of " +
-                        std::to_string(grad.size()) + " elements for " + std::to_string(this->size_) + " parameters");
+  double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) override {
+    this->grads_.clear();
     auto s = model_->loss_and_grad(std::as_const(p_), x, y);
-    std::size_t offset = 0, index = 0;
-    std::as_const(s.grad).for_each([&](const auto& g) {
+    const double loss = double(s.loss.item());
+    grad_.emplace(std::move(s.grad));
+    std::vector<tensor_view<const float, D, 1>> views;
+    std::as_const(*grad_).for_each([&](const auto& g) {
+      const std::size_t index = views.size();
       if (index >= this->views_.size() || g.size() != this->views_[index].size())
         throw shape_error("locus: the model's gradient tensor " + std::to_string(index) + " has " +
                           std::to_string(g.size()) + " elements; its parameter has " +
                           (index < this->views_.size() ? std::to_string(this->views_[index].size()) : std::string("none")));
-      locus::transfer(tensor_view<float, D, 1>(grad.data() + offset, shape{g.size()}),
-                      tensor_view<const float, D, 1>(g.data(), shape{g.size()}));
-      offset += g.size();
-      ++index;
+      views.emplace_back(g.data(), shape{g.size()});
     });
-    if (index != this->views_.size())
-      throw shape_error("locus: the model's gradient has " + std::to_string(index) + " tensors for " +
+    if (views.size() != this->views_.size())
+      throw shape_error("locus: the model's gradient has " + std::to_string(views.size()) + " tensors for " +
                         std::to_string(this->views_.size()) + " parameters");
-    return double(s.loss.item());
+    this->grads_ = std::move(views);
+    return loss;
   }
 
   [[nodiscard]] tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const override {
@@ -122,6 +135,7 @@ public:
 private:
   std::shared_ptr<const M> model_;
   typename M::template params<D> p_;
+  std::optional<typename M::template params<D>> grad_;
 };
 
 }  // namespace locus::train

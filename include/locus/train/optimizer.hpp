@@ -1,10 +1,11 @@
 #pragma once
 // Optimisers, applied to a replica's flat parameter vector as fused expressions on its device.
 //   sgd{lr, 0}          p -= lr * g                                  (one kernel per tensor)
-//   sgd{lr, momentum}   v = momentum * v + g;  p -= lr * v           (two kernels per tensor)
+//   sgd{lr, momentum}   v = momentum * v + g;  p -= lr * v           (one kernel per tensor, two outputs)
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/backend/parallel.hpp>
 #include <locus/locus.hpp>
 
 #include <cmath>
@@ -28,23 +29,48 @@ struct sgd {
 };
 
 namespace detail {
-/// One step of opt on the tensors `params` (views in flat order) with the flat gradient `grad` and
-/// momentum buffer `velocity` (unused without momentum), all on device D.
+/// The momentum step of one element: reads p, v, g once, writes p and v.
+struct momentum_step {
+  float* p;
+  float* v;
+  const float* g;
+  float lr, momentum;
+  LOCUS_HOST_DEVICE void operator()(std::size_t i) const {
+    const float vi = v[i] * momentum + g[i];
+    v[i] = vi;
+    p[i] = p[i] - vi * lr;
+  }
+};
+
+/// One step of opt on the tensors `params` with their gradients `grads` (views, one per tensor, on
+/// device D) and the flat momentum buffer `velocity` (unused without momentum).
 template <device D>
-void apply(const sgd& opt, const std::vector<tensor_view<float, D, 1>>& params, const tensor_view<float, D, 1>& velocity,
-           const tensor_view<const float, D, 1>& grad) {
+void apply(const sgd& opt, const std::vector<tensor_view<float, D, 1>>& params,
+           const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& velocity) {
   std::size_t offset = 0;
-  for (const auto& p : params) {
-    const tensor_view<const float, D, 1> g(grad.data() + offset, p.shape());
+  for (std::size_t t = 0; t < params.size(); ++t) {
+    const auto& p = params[t];
+    const auto& g = grads[t];
     if (opt.momentum == 0.f) {
       p = p - g * opt.lr;
     } else {
-      const tensor_view<float, D, 1> v(velocity.data() + offset, p.shape());
-      v = v * opt.momentum + g;
-      p = p - v * opt.lr;
+      backend::for_each_index<D>(p.size(), momentum_step{p.data(), velocity.data() + offset, g.data(), opt.lr,
+                                                         opt.momentum});
     }
     offset += p.size();
   }
+}
+
+/// Views of the consecutive segments of a flat buffer, shaped like `like`.
+template <class T, device D>
+std::vector<tensor_view<T, D, 1>> segments(T* flat, const std::vector<tensor_view<float, D, 1>>& like) {
+  std::vector<tensor_view<T, D, 1>> out;
+  std::size_t offset = 0;
+  for (const auto& v : like) {
+    out.emplace_back(flat + offset, v.shape());
+    offset += v.size();
+  }
+  return out;
 }
 }  // namespace detail
 
