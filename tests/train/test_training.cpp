@@ -224,7 +224,7 @@ TEST_CASE("sync_average of a user's model on K devices equals one device", "[tra
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
 }
 
-TEST_CASE("a failing hogwild worker stops the others and its error reaches fit's caller", "[train][hogwild][threads][faults]") {
+TEST_CASE("a failing hogwild worker stops the other threads and its error reaches fit's caller", "[train][hogwild][threads][faults]") {
   faulty_model<gpu<1>> model(16, 4, 5);
   auto data = synthetic(4096, 8);
   data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.1f, 0.9f}};
