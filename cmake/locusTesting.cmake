@@ -4,6 +4,23 @@ include_guard(GLOBAL)
 find_package(Catch2 CONFIG REQUIRED)
 include(Catch)
 
+# MPI (optional): the MPI tests, and the training example runs under mpirun. Not under the
+# sanitizers (OpenMPI's own allocations and threads are not theirs to judge).
+if(LOCUS_WITH_MPI AND NOT LOCUS_SANITIZE)
+  find_package(MPI COMPONENTS CXX)
+  if(NOT MPI_CXX_FOUND)
+    message(STATUS "locus: MPI not found (apt-get install libopenmpi-dev openmpi-bin): no MPI tests")
+  endif()
+endif()
+# The launcher of an N-rank test: mpirun -np N, oversubscribed (CI has 2 cores); OpenMPI refuses
+# to run as root unless told, which CI is.
+function(locus_mpi_test name ranks)
+  add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe
+                                ${MPIEXEC_PREFLAGS} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;LOCUS_EMULATED_GPUS=2;LOCUS_LOG_DEVICE_PLACEMENT=0")
+endfunction()
+
 # Flags of the project's own code: warnings as errors, sanitizers when asked.
 function(locus_project_flags tgt)
   get_target_property(_srcs ${tgt} SOURCES)

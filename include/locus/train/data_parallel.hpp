@@ -21,6 +21,7 @@
 #include <locus/locus.hpp>
 #include <locus/train/mlp.hpp>
 #include <locus/train/model.hpp>
+#include <locus/train/mpi.hpp>
 #include <locus/train/optimizer.hpp>
 #include <locus/train/softmax_regression.hpp>
 
@@ -35,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -204,6 +206,20 @@ inline std::size_t total_steps(std::size_t examples, const fit_options& o) {
   return o.max_steps != 0 ? std::min(o.max_steps, all) : all;
 }
 
+/// The home copy of mpi<hogwild>: rank 0's window (nothing for a single process).
+template <class Comm>
+struct remote_home {
+  remote_home(Comm&, float*, std::size_t) {}
+  void read(float*) {}
+  void add(const float*) {}
+};
+#if LOCUS_HAS_MPI
+template <>
+struct remote_home<mpi_comm> : mpi_comm::window {
+  using mpi_comm::window::window;
+};
+#endif
+
 /// The optimiser at step `step` (0-based) of a run: the learning rate ramped over the warmup.
 inline sgd at_step(sgd opt, const fit_options& o, std::size_t step) {
   if (step < o.warmup_steps) opt.lr *= float(step + 1) / float(o.warmup_steps);
@@ -248,11 +264,20 @@ class data_parallel {
                 "locus: data_parallel<Policy, Devices...>: every device must be locus::cpu or locus::gpu<N>");
   static_assert(detail::all_distinct<Ds...>::value,
                 "locus: data_parallel<Policy, Devices...>: a device appears twice in the list");
-  static_assert(std::is_same_v<Policy, sync_average> || std::is_same_v<Policy, hogwild>,
-                "locus: data_parallel<Policy, ...>: Policy must be locus::train::sync_average or locus::train::hogwild");
+  using traits = detail::policy_traits<Policy>;
+  using base_policy = typename traits::policy;
+  using comm_type = typename traits::comm;
+  static_assert(std::is_same_v<base_policy, sync_average> || std::is_same_v<base_policy, hogwild>,
+                "locus: data_parallel<Policy, ...>: Policy must be locus::train::sync_average or locus::train::hogwild, "
+                "or mpi<> of one of them");
+  static_assert(std::is_same_v<Policy, base_policy> || LOCUS_HAS_MPI,
+                "locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, "
+                "find_package(MPI) and link MPI::MPI_CXX)");
 
 public:
   static constexpr std::size_t device_count = sizeof...(Ds);
+  /// True for mpi<P>: the replicas of every rank of the MPI job train together.
+  static constexpr bool distributed = comm_type::distributed;
   /// Replicas run on threads of their own only when none of them shares the host's cores.
   static constexpr bool concurrent_replicas = (!backend::runs_on_host<Ds> && ...);
   using home_device = typename detail::first<Ds...>::type;
@@ -268,11 +293,17 @@ public:
       auto shared = std::make_shared<const M>(model);
       replicas_ = std::tuple<std::unique_ptr<replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
       size_ = std::get<0>(replicas_)->size();
-      grads_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_}, 0.f)...};
+      grads_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
       velocity_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_}, 0.f)...};
       detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
         if constexpr (i > 0) copy_parameters(*std::get<0>(replicas_), *std::get<i>(replicas_));
       });
+      if constexpr (distributed) {
+        // Every rank starts from rank 0's parameters.
+        auto p = parameters();
+        comm_.broadcast(p.data(), p.size(), 0);
+        set_parameters(p);
+      }
     }
   }
 
@@ -284,15 +315,23 @@ public:
     if (data.images.extent(0) != data.labels.size())
       throw shape_error("locus: fit: " + std::to_string(data.images.extent(0)) + " images and " +
                         std::to_string(data.labels.size()) + " labels");
-    if constexpr (std::is_same_v<Policy, sync_average>) {
-      if (options.batch % device_count != 0)
+    if constexpr (std::is_same_v<base_policy, sync_average>) {
+      if (options.batch % replica_count() != 0)
         throw config_error("locus: fit: sync_average splits the batch evenly: " + std::to_string(options.batch) +
-                           " is not a multiple of " + std::to_string(device_count) + " devices");
+                           " is not a multiple of " + std::to_string(replica_count()) + " replicas (" +
+                           std::to_string(comm_.size()) + " rank" + (comm_.size() == 1 ? "" : "s") + " x " +
+                           std::to_string(device_count) + " device" + (device_count == 1 ? "" : "s") + ")");
       return fit_sync(data, options);
     } else {
       return fit_hogwild(data, options);
     }
   }
+
+  /// This process's rank in the MPI job and the number of ranks (0 and 1 in process).
+  [[nodiscard]] int rank() const noexcept { return comm_.rank(); }
+  [[nodiscard]] int ranks() const noexcept { return comm_.size(); }
+  /// Replicas over all ranks: ranks() x device_count.
+  [[nodiscard]] std::size_t replica_count() const noexcept { return std::size_t(comm_.size()) * device_count; }
 
   /// The number of parameters, all tensors together.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return size_; }
@@ -342,38 +381,80 @@ public:
   }
 
 private:
+  /// Slots after the gradient in each flat buffer: the loss and a failure count travel with it.
+  static constexpr std::size_t extra = 2;
+
+  /// Every replica takes the flat parameters p.
+  void set_parameters(const std::vector<float>& p) {
+    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
+      std::size_t offset = 0;
+      for (const auto& v : std::get<i>(replicas_)->parameters()) {
+        locus::transfer(v, tensor_view<const float, cpu, 1>(p.data() + offset, v.shape()));
+        offset += v.size();
+      }
+    });
+  }
+
   template <device A, device B>
   static void copy_parameters(const replica<A>& from, replica<B>& to) {
     for (std::size_t t = 0; t < from.parameters().size(); ++t) locus::transfer(to.parameters()[t], from.parameters()[t]);
   }
 
-  /// The mean of every replica's flat gradient, left in each of them: summed on the first device,
-  /// scaled, copied back. One transfer per device each way, whatever the number of tensors.
-  void average_gradients() {
+  /// The mean of every replica's flat buffer (gradient, loss), left in each of them: summed on the
+  /// first device, summed over the ranks (one MPI_Allreduce), scaled, copied back. One transfer per
+  /// device each way, whatever the number of tensors. Throws, on every rank, when a replica of any
+  /// rank failed (its failure slot), naming the first failing rank.
+  void average_gradients(const std::string& local_failure) {
+    auto& mean = std::get<0>(grads_);
+    const std::size_t n = size_ + extra;
     if constexpr (device_count > 1) {
-      auto& mean = std::get<0>(grads_);
-      if (staging_.size() != size_) staging_ = tensor<float, home_device, 1>::uninitialized_of(shape{size_});
+      if (staging_.size() != n) staging_ = tensor<float, home_device, 1>::uninitialized_of(shape{n});
       detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
         if constexpr (i > 0) {
           locus::transfer(staging_.view(), std::get<i>(grads_).view());
           mean = mean + staging_;
         }
       });
-      mean = mean * (1.f / float(device_count));
+    }
+    if constexpr (distributed) {
+      if constexpr (backend::runs_on_host<home_device>) {
+        comm_.sum(mean.data(), n);
+      } else {
+        auto host = mean.to_vector();
+        comm_.sum(host.data(), n);
+        locus::transfer(mean.view(), tensor_view<const float, cpu, 1>(host.data(), shape{n}));
+      }
+      if (slot(mean, size_ + 1) > 0.f) throw error(comm_.first_failure(local_failure));
+    }
+    mean = mean * (1.f / float(replica_count()));
+    if constexpr (device_count > 1) {
       detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
         if constexpr (i > 0) locus::transfer(std::get<i>(grads_).view(), mean.view());
       });
     }
   }
 
+  /// One element of a device buffer, on the host.
+  template <device D>
+  static float slot(const tensor<float, D, 1>& t, std::size_t k) {
+    float v = 0;
+    locus::transfer(tensor_view<float, cpu, 1>(&v, shape{1}), tensor_view<const float, D, 1>(t.data() + k, shape{1}));
+    return v;
+  }
+
   fit_result fit_sync(const data::labelled_images& data, const fit_options& o) {
     using clock = std::chrono::steady_clock;
+    // One device in one process uses the model's own gradient tensors; otherwise they are packed
+    // into the flat buffers that are averaged.
+    constexpr bool packed = device_count > 1 || distributed;
     fit_result result;
     const auto start = clock::now();
     detail::reporter report(o, detail::total_steps(data.size(), o), device_count);
     std::size_t step = 0;
-    const std::size_t shard = o.batch / device_count;
+    const std::size_t shard = o.batch / replica_count();
+    const std::size_t first_replica = std::size_t(comm_.rank()) * device_count;
     std::array<double, device_count> losses{};
+    std::array<std::string, device_count> failures;
     for (std::size_t epoch = 0; epoch < o.epochs; ++epoch) {
       const auto order = detail::shuffled(data.size(), o.seed, epoch);
       for (std::size_t first = 0; first + o.batch <= data.size(); first += o.batch) {
@@ -382,21 +463,42 @@ private:
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
           using D = std::tuple_element_t<i, std::tuple<Ds...>>;
           work.push_back([&, i] {
-            auto [x, y] = detail::gather<D>(data, order, first + i * shard, shard);
             auto& r = *std::get<i>(replicas_);
-            losses[i] = r.loss_and_grad(x, y);
-            if constexpr (device_count > 1) r.pack_gradients(std::get<i>(grads_).view());
+            auto& g = std::get<i>(grads_);
+            try {
+              auto [x, y] = detail::gather<D>(data, order, first + (first_replica + i) * shard, shard);
+              losses[i] = r.loss_and_grad(x, y);
+              if constexpr (packed) {
+                r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{size_}));
+                const float tail[extra] = {float(losses[i]), 0.f};
+                locus::transfer(tensor_view<float, D, 1>(g.data() + size_, shape{extra}),
+                                tensor_view<const float, cpu, 1>(tail, shape{extra}));
+              }
+            } catch (const std::exception& e) {
+              if constexpr (!distributed) throw;
+              // Across ranks the failure travels in the buffer: every rank learns of it.
+              failures[i] = std::string(id_of<D>.full_name()) + ": " + e.what();
+              const float tail[extra] = {0.f, 1.f};
+              locus::transfer(tensor_view<float, D, 1>(g.data() + size_, shape{extra}),
+                              tensor_view<const float, cpu, 1>(tail, shape{extra}));
+            }
           });
         });
         detail::run_parallel(work, concurrent_replicas);
-        average_gradients();
+        double loss = losses[0];
+        if constexpr (packed) {
+          std::string failure;
+          for (const auto& f : failures)
+            if (failure.empty()) failure = f;
+          average_gradients(failure);
+          loss = slot(std::get<0>(grads_), size_);
+        }
         std::vector<std::function<void()>> update;
         const sgd opt = detail::at_step(opt_, o, step);
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
           update.push_back([&, i] {
             const auto& r = *std::get<i>(replicas_);
-            // One device: the model's own gradient tensors; several: the mean, in the flat buffer.
-            if constexpr (device_count == 1)
+            if constexpr (!packed)
               detail::apply(opt, r.parameters(), r.gradients(), std::get<i>(velocity_).view());
             else
               detail::apply(opt, r.parameters(),
@@ -406,7 +508,6 @@ private:
         });
         detail::run_parallel(update, concurrent_replicas);
         ++step;
-        const double loss = std::accumulate(losses.begin(), losses.end(), 0.0) / double(device_count);
         report(result, step, epoch, loss);
       }
     }
@@ -417,22 +518,29 @@ private:
 
   fit_result fit_hogwild(const data::labelled_images& data, const fit_options& o) {
     using clock = std::chrono::steady_clock;
-    // The home copy of the parameters, in host memory, touched by the workers only through
-    // std::atomic_ref. Each worker keeps its own momentum on its device (a momentum shared in the
-    // home copy was measured less stable: 0.49 against 0.71 test accuracy after one epoch, 2
-    // workers, lr 0.1, momentum 0.9).
+    // The home copy of the parameters: in host memory, touched by the workers only through
+    // std::atomic_ref; across ranks, rank 0's copy in an MPI window. Each worker keeps its own
+    // momentum on its device (a momentum shared in the home copy was measured less stable: 0.49
+    // against 0.71 test accuracy after one epoch, 2 workers, lr 0.1, momentum 0.9).
     std::vector<float> home = parameters();
     fit_result result;
     std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
     const auto start = clock::now();
-    std::atomic<std::size_t> next_step{0};
+    std::atomic<std::size_t> next{0};  // this rank's steps: rank, rank + ranks, ...
     const std::size_t per_epoch = data.size() / o.batch;
     const std::size_t total = detail::total_steps(data.size(), o);
-    detail::reporter report(o, total, device_count);
+    const std::size_t my_steps = (total + std::size_t(comm_.size()) - 1 - std::size_t(comm_.rank())) /
+                                 std::size_t(comm_.size());
+    detail::reporter report(o, my_steps, device_count);
     std::vector<std::vector<std::uint32_t>> orders;
     for (std::size_t e = 0; e < o.epochs; ++e) orders.push_back(detail::shuffled(data.size(), o.seed, e));
     const float mom = opt_.momentum;
     const int threads_per_worker = std::max(1, backend::host_cores() / int(device_count));
+    std::optional<detail::remote_home<comm_type>> remote;
+    if constexpr (distributed) {
+      comm_.require_threads("data_parallel<mpi<hogwild>>");
+      remote.emplace(comm_, home.data(), size_);
+    }
 
     std::vector<std::function<void()>> work;
     detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
@@ -443,7 +551,7 @@ private:
         auto& local = *std::get<i>(replicas_);
         auto& grad = std::get<i>(grads_);
         auto& velocity = std::get<i>(velocity_);
-        std::vector<float> staging(size_), step_host;
+        std::vector<float> staging(size_), step_host, delta;
         // A worker that fails stops the others at their next step; run_parallel rethrows its error.
         struct stop_all {
           std::atomic<std::size_t>& next;
@@ -451,66 +559,82 @@ private:
           ~stop_all() {
             if (std::uncaught_exceptions() > 0) next.store(total, std::memory_order_relaxed);
           }
-        } guard{next_step, total};
-        for (;;) {
-          const std::size_t s = next_step.fetch_add(1, std::memory_order_relaxed);
-          if (s >= total) break;
-          const std::size_t epoch = s / per_epoch, first = (s % per_epoch) * o.batch;
-          const float lr = detail::at_step(opt_, o, s).lr;
-          // Read the current (possibly stale, possibly mid-update) parameters.
+        } guard{next, my_steps};
+        try {
+          for (;;) {
+            const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+            if (k >= my_steps) break;
+            const std::size_t s = std::size_t(comm_.rank()) + k * std::size_t(comm_.size());
+            const std::size_t epoch = s / per_epoch, first = (s % per_epoch) * o.batch;
+            const float lr = detail::at_step(opt_, o, s).lr;
+            // Read the current (possibly stale, possibly mid-update) parameters.
+            if constexpr (distributed) {
+              remote->read(staging.data());
+            } else {
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
 #endif
-          for (std::size_t k = 0; k < size_; ++k)
-            staging[k] = std::atomic_ref<float>(home[k]).load(std::memory_order_relaxed);
-          std::size_t offset = 0;
-          for (const auto& v : local.parameters()) {
-            locus::transfer(v, tensor_view<const float, cpu, 1>(staging.data() + offset, v.shape()));
-            offset += v.size();
-          }
-          auto [x, y] = detail::gather<D>(data, orders[epoch], first, o.batch);
-          const double loss = local.loss_and_grad(x, y);
-          // The worker's own momentum, on its device; then lock-free updates of the home copy.
-          if (mom != 0.f) {
-            std::size_t t = 0;
-            for (const auto& v : detail::segments(velocity.data(), local.parameters())) {
-              v = v * mom + local.gradients()[t];
-              ++t;
+              for (std::size_t e = 0; e < size_; ++e)
+                staging[e] = std::atomic_ref<float>(home[e]).load(std::memory_order_relaxed);
             }
-          } else {
-            local.pack_gradients(grad.view());
-          }
-          const auto& step = mom != 0.f ? velocity : grad;
-          const float* d = step.data();
-          if constexpr (!std::is_same_v<D, cpu>) {
-            step_host = step.to_vector();
-            d = step_host.data();
-          }
-          const auto n = static_cast<std::ptrdiff_t>(size_);
+            std::size_t offset = 0;
+            for (const auto& v : local.parameters()) {
+              locus::transfer(v, tensor_view<const float, cpu, 1>(staging.data() + offset, v.shape()));
+              offset += v.size();
+            }
+            auto [x, y] = detail::gather<D>(data, orders[epoch], first, o.batch);
+            const double loss = local.loss_and_grad(x, y);
+            // The worker's own momentum, on its device; then lock-free updates of the home copy.
+            if (mom != 0.f) {
+              std::size_t t = 0;
+              for (const auto& v : detail::segments(velocity.data(), local.parameters())) {
+                v = v * mom + local.gradients()[t];
+                ++t;
+              }
+            } else {
+              local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size_}));
+            }
+            const auto& step = mom != 0.f ? velocity : grad;
+            const float* d = step.data();
+            if constexpr (!std::is_same_v<D, cpu>) {
+              step_host = step.to_vector();
+              d = step_host.data();
+            }
+            const auto n = static_cast<std::ptrdiff_t>(size_);
+            if constexpr (distributed) {
+              delta.resize(size_);
+              for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * lr);
+              remote->add(delta.data());
+            } else {
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
 #endif
-          for (std::ptrdiff_t k = 0; k < n; ++k)
-            std::atomic_ref<float>(home[k]).fetch_sub(d[k] * lr, std::memory_order_relaxed);
-          std::lock_guard lock(result_mutex);
-          report(result, result.curve.size() + 1, epoch, loss);
+              for (std::ptrdiff_t e = 0; e < n; ++e)
+                std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * lr, std::memory_order_relaxed);
+            }
+            std::lock_guard lock(result_mutex);
+            report(result, result.curve.size() + 1, epoch, loss);
+          }
+        } catch (const std::exception& e) {
+          // Across ranks nobody waits for this worker at a collective: end the job, with the message.
+          if constexpr (distributed) comm_.abort(std::string(id_of<D>.full_name()) + ": " + e.what());
+          throw;
         }
       });
     });
     detail::run_parallel(work);
+    if constexpr (distributed) {
+      remote.reset();  // collective: every rank's updates are in rank 0's copy
+      comm_.broadcast(home.data(), size_, 0);
+    }
     // Every worker has joined: the home copy is plain memory again. Every replica takes it.
-    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
-      std::size_t offset = 0;
-      for (const auto& v : std::get<i>(replicas_)->parameters()) {
-        locus::transfer(v, tensor_view<const float, cpu, 1>(home.data() + offset, v.shape()));
-        offset += v.size();
-      }
-    });
+    set_parameters(home);
     result.seconds = std::chrono::duration<double>(clock::now() - start).count();
     result.examples = result.curve.size() * o.batch;
     return result;
   }
 
+  comm_type comm_;  // first: the MPI communicator is duplicated before anything uses it
   sgd opt_;
   std::size_t size_ = 0;
   std::tuple<std::unique_ptr<replica<Ds>>...> replicas_;

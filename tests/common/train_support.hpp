@@ -1,0 +1,78 @@
+#pragma once
+// What the training tests share (in process and over MPI): a small learnable data set, a model
+// that fails on purpose, quiet fit options, flat parameters and an exception's message.
+#include <locus/train/data_parallel.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace locus_test {
+using namespace locus;
+using namespace locus::train;
+
+/// n examples of 16 features in [0, 1); the class is the index of the largest of the first 4.
+inline data::labelled_images synthetic(std::size_t n, std::uint64_t seed) {
+  const std::size_t features = 16;
+  auto x = on<cpu>(random::uniform<float>(shape{n, features}, seed, 0.0, 1.0));
+  std::vector<std::int32_t> y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int32_t best = 0;
+    for (std::int32_t c = 1; c < 4; ++c)
+      if (x(i, std::size_t(c)) > x(i, std::size_t(best))) best = c;
+    y[i] = best;
+  }
+  return {std::move(x), tensor<std::int32_t, cpu>(y)};
+}
+
+inline fit_options quiet(std::size_t epochs, std::size_t batch) {
+  fit_options o;
+  o.epochs = epochs;
+  o.batch = batch;
+  o.log_every = 0;
+  o.bar = progress_bar::off;
+  return o;
+}
+
+template <parameter_set P>
+std::vector<float> flat(const P& p) {
+  std::vector<float> out;
+  p.for_each([&](auto v) {
+    const auto h = v.to_vector();
+    out.insert(out.end(), h.begin(), h.end());
+  });
+  return out;
+}
+
+/// The message of what f throws ("" when it does not throw).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// A user's model: softmax regression that throws from loss_and_grad on device Bad once it has
+/// been called `after` times there (an injected fault).
+template <class Bad>
+struct faulty_model : softmax_regression<float> {
+  faulty_model(std::size_t in, std::size_t classes, int after)
+      : softmax_regression(in, classes), after_(after), calls_(std::make_shared<std::atomic<int>>(0)) {}
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    if constexpr (std::is_same_v<D, Bad>)
+      if (calls_->fetch_add(1) >= after_) throw std::runtime_error("injected fault on " + id_of<D>.full_name());
+    return softmax_regression::loss_and_grad(p, x, y);
+  }
+  int after_;
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+
+}  // namespace locus_test
