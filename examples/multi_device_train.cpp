@@ -4,6 +4,8 @@
 //                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--max-steps S]
 //                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
 //                      [--progress] [--log-device-placement] [--expect-accuracy A]
+// Under `mpirun -np R` (a build with MPI) the same command trains across the R ranks, each with
+// its N devices: mpi<sync_average> or mpi<hogwild>; rank 0 alone prints and writes files.
 // --policy both trains with each policy in turn (the same model, data and devices) and --plot
 // draws their loss curves against step and wall time.
 // Devices are gpu<0>..gpu<N-1>: real GPUs in a CUDA build (logical ones where the machine has
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -86,15 +89,29 @@ struct outcome {
   double accuracy = 0;
 };
 
+/// "sync_average", or "mpi<sync_average>" across ranks.
+template <class P>
+struct policy_name {
+  static std::string get() { return P::name; }
+};
+template <class P>
+struct policy_name<mpi<P>> {
+  static std::string get() { return std::string("mpi<") + P::name + ">"; }
+};
+
 template <class Policy, class... Ds>
 outcome run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
   mlp<float> model({784, 256, 10}, a.seed + 1);
-  std::printf("policy %s on", Policy::name);
-  ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
-  std::printf("%s\n", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
+  using base = typename locus::train::detail::policy_traits<Policy>::policy;
+  const std::string name = policy_name<Policy>::get();
   sgd opt = a.opt;
-  if (std::is_same_v<Policy, hogwild> && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
+  if (std::is_same_v<base, hogwild> && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
   data_parallel<Policy, Ds...> trainer{model, opt};
+  std::printf("policy %s on", name.c_str());
+  ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
+  std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
+  if (trainer.ranks() > 1) std::printf(", on each of %d ranks", trainer.ranks());
+  std::printf("\n");
   if (a.log_placement) {
     // One step with the placement log on: where every operation of a training step runs. Then a
     // fresh trainer, so that the run below starts from the initial parameters.
@@ -110,16 +127,15 @@ outcome run(const args& a, const data::labelled_images& train, const data::label
     }
   }
   const auto result = trainer.fit(train, a.fit);
-  outcome out{{std::string(Policy::name) + ", " + std::to_string(sizeof...(Ds)) + " devices", result.curve},
-              trainer.accuracy(test)};
+  outcome out{{name + ", " + std::to_string(trainer.replica_count()) + " devices", result.curve}, trainer.accuracy(test)};
   std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
-              result.examples_per_sec(), sizeof...(Ds), sizeof...(Ds) == 1 ? "" : "s");
+              result.examples_per_sec(), trainer.replica_count(), trainer.replica_count() == 1 ? "" : "s");
   std::printf("test accuracy %.4f\n", out.accuracy);
   return out;
 }
 
 template <class Policy>
-outcome dispatch(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
+outcome on_devices(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
 #if LOCUS_HAS_GPUS
   if (gpu_count() < a.devices) configure_logical_gpus(a.devices);
   switch (a.devices) {
@@ -131,6 +147,18 @@ outcome dispatch(const args& a, const data::labelled_images& train, const data::
   if (a.devices != 1) usage("this build has only the cpu: --devices 1");
   return run<Policy, cpu>(a, train, test);
 #endif
+}
+
+/// In process, or across the ranks of the MPI job when started by mpirun with more than one.
+template <class Policy>
+outcome dispatch(const args& a, bool across_ranks, const data::labelled_images& train,
+                 const data::labelled_images& test) {
+#if LOCUS_HAS_MPI
+  if (across_ranks) return on_devices<mpi<Policy>>(a, train, test);
+#else
+  (void)across_ranks;
+#endif
+  return on_devices<Policy>(a, train, test);
 }
 
 void write_csv(const std::string& path, const std::vector<outcome>& runs) {
@@ -145,8 +173,27 @@ void write_csv(const std::string& path, const std::vector<outcome>& runs) {
 
 }  // namespace
 
+/// Started by mpirun (OpenMPI, or a PMI launcher): the only case in which MPI is initialised.
+[[maybe_unused]] bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
 int main(int argc, char** argv) {
-  const args a = parse(argc, argv);
+  args a = parse(argc, argv);
+  bool across_ranks = false;
+#if LOCUS_HAS_MPI
+  std::optional<mpi_session> session;
+  if (launched_by_mpirun()) session.emplace(argc, argv);
+  across_ranks = session && session->size() > 1;
+  if (session && session->rank() != 0) {
+    // Rank 0 alone prints and writes files.
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+    a.fit.bar = progress_bar::off;
+    a.csv.clear();
+    a.plot.clear();
+  }
+#endif
   try {
     const auto t0 = std::chrono::steady_clock::now();
     const auto train = data::fashion_mnist::load_train(a.data_dir);
@@ -158,8 +205,8 @@ int main(int argc, char** argv) {
     for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
     std::printf("\n");
     std::vector<outcome> runs;
-    if (a.policy != "hogwild") runs.push_back(dispatch<sync_average>(a, train, test));
-    if (a.policy != "sync") runs.push_back(dispatch<hogwild>(a, train, test));
+    if (a.policy != "hogwild") runs.push_back(dispatch<sync_average>(a, across_ranks, train, test));
+    if (a.policy != "sync") runs.push_back(dispatch<hogwild>(a, across_ranks, train, test));
     if (!a.csv.empty()) write_csv(a.csv, runs);
     if (!a.plot.empty()) {
       std::vector<example::curve> curves;
@@ -176,6 +223,13 @@ int main(int argc, char** argv) {
     return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "multi_device_train: %s\n", e.what());
+#if LOCUS_HAS_MPI
+    // The other ranks may wait for this one at a collective: end the job.
+    if (across_ranks) {
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+#endif
     return 1;
   }
 }
