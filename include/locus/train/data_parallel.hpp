@@ -400,11 +400,14 @@ private:
     for (std::size_t t = 0; t < from.parameters().size(); ++t) locus::transfer(to.parameters()[t], from.parameters()[t]);
   }
 
-  /// The mean of every replica's flat buffer (gradient, loss), left in each of them: summed on the
-  /// first device, summed over the ranks (one MPI_Allreduce), scaled, copied back. One transfer per
-  /// device each way, whatever the number of tensors. Throws, on every rank, when a replica of any
-  /// rank failed (its failure slot), naming the first failing rank.
-  void average_gradients(const std::string& local_failure) {
+public:
+  /// The collective step of sync_average, on the flat gradient buffers as they are: the mean of
+  /// every replica's buffer (gradient, loss), left in each of them: summed on the first device,
+  /// summed over the ranks (one MPI_Allreduce), scaled, copied back. One transfer per device each
+  /// way, whatever the number of tensors. Throws, on every rank, when a replica of any rank failed
+  /// (its failure slot), naming the first failing rank. fit calls it every step; it is public
+  /// for benchmarks. Collective across ranks.
+  void average_gradients(const std::string& local_failure = {}) {
     auto& mean = std::get<0>(grads_);
     const std::size_t n = size_ + extra;
     if constexpr (device_count > 1) {
@@ -434,6 +437,7 @@ private:
     }
   }
 
+private:
   /// One element of a device buffer, on the host.
   template <device D>
   static float slot(const tensor<float, D, 1>& t, std::size_t k) {
