@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,26 @@ struct faulty_model : softmax_regression<float> {
     return softmax_regression::loss_and_grad(p, x, y);
   }
   int after_;
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+
+/// Softmax regression whose loss (poison_loss) or gradient turns NaN at its `at`-th call (from 0),
+/// on every device: an injected numerical fault.
+struct poisoned_model : softmax_regression<float> {
+  poisoned_model(std::size_t in, std::size_t classes, int at, bool poison_loss)
+      : softmax_regression(in, classes), at_(at), loss_(poison_loss), calls_(std::make_shared<std::atomic<int>>(0)) {}
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    auto s = softmax_regression::loss_and_grad(p, x, y);
+    if (calls_->fetch_add(1) == at_) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      if (loss_) s.loss = s.loss * nan;
+      else s.grad.w = s.grad.w * nan;
+    }
+    return s;
+  }
+  int at_;
+  bool loss_;
   std::shared_ptr<std::atomic<int>> calls_;
 };
 

@@ -66,9 +66,9 @@ inline std::vector<std::uint8_t> read_all(const std::string& path) {
 }
 }  // namespace detail
 
-/// Reads an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions.
-inline idx_array read_idx(const std::string& path) {
-  const auto raw = detail::read_all(path);
+/// Parses the bytes of an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions; `path` names
+/// it in the errors. (read_idx reads and decompresses the file; the fuzzer calls this directly.)
+inline idx_array parse_idx(const std::vector<std::uint8_t>& raw, const std::string& path) {
   if (raw.size() < 4)
     throw data_error("locus: " + path + ": truncated: " + std::to_string(raw.size()) +
                      " bytes, the IDX header needs 4 at offset 0");
@@ -109,6 +109,9 @@ inline idx_array read_idx(const std::string& path) {
   a.bytes.assign(raw.begin() + static_cast<std::ptrdiff_t>(header), raw.end());
   return a;
 }
+
+/// Reads an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions, gzip-compressed or not.
+inline idx_array read_idx(const std::string& path) { return parse_idx(detail::read_all(path), path); }
 
 /// Images scaled to [0, 1] as rows, and their labels.
 struct labelled_images {

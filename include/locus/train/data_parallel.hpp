@@ -19,6 +19,7 @@
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/locus.hpp>
+#include <locus/train/checkpoint.hpp>
 #include <locus/train/mlp.hpp>
 #include <locus/train/model.hpp>
 #include <locus/train/mpi.hpp>
@@ -29,6 +30,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -71,6 +73,19 @@ struct progress {
 /// The one-line progress bar on standard error: always, never, or when standard error is a terminal.
 enum class progress_bar { off, on, automatic };
 
+/// What fit does with a step whose loss or gradient is not finite (NaN or infinite).
+enum class non_finite {
+  throw_error,  ///< throw non_finite_error; the step is not applied
+  skip_step,    ///< drop the step (no update) and go on; counted in fit_result::skipped
+  stop,         ///< stop fit without applying it (the last checkpoint on disk stays the last good one)
+};
+
+/// A non-finite loss or gradient under non_finite::throw_error.
+class non_finite_error : public error {
+public:
+  using error::error;
+};
+
 struct fit_options {
   std::size_t epochs = 1;
   std::size_t batch = 256;        ///< the global batch (split over the devices by sync_average)
@@ -79,6 +94,14 @@ struct fit_options {
   std::size_t warmup_steps = 0;   ///< the learning rate ramps up linearly over these first steps
   std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
   progress_bar bar = progress_bar::automatic;
+  non_finite on_non_finite = non_finite::throw_error;
+  /// Checkpoints (sync_average): when `checkpoint_path` names an existing checkpoint, fit resumes
+  /// from it (its parameters, momentum and step count; the seed must match) and skips the steps
+  /// done; a checkpoint is written every `checkpoint_every` steps (0: only at the end of fit).
+  std::string checkpoint_path;
+  std::size_t checkpoint_every = 0;
+  /// Called after every step applied (or skipped), with its progress entry.
+  std::function<void(const progress&)> on_step;
   std::function<void(const std::string&)> print = [](const std::string& line) {
     std::fputs((line + "\n").c_str(), stdout);
     std::fflush(stdout);
@@ -86,9 +109,12 @@ struct fit_options {
 };
 
 struct fit_result {
-  std::vector<progress> curve;    ///< one entry per step
+  std::vector<progress> curve;    ///< one entry per step run by this fit (not the resumed ones)
   double seconds = 0;
   std::size_t examples = 0;
+  std::size_t resumed_from = 0;   ///< the steps a checkpoint had done already
+  std::size_t skipped = 0;        ///< steps dropped under non_finite::skip_step
+  bool stopped = false;           ///< stopped by non_finite::stop
   [[nodiscard]] double examples_per_sec() const { return seconds > 0 ? double(examples) / seconds : 0; }
 };
 
@@ -179,6 +205,7 @@ public:
       draw(p);
     }
     r.curve.push_back(p);
+    if (o_.on_step) o_.on_step(p);
   }
 
 private:
@@ -327,6 +354,45 @@ public:
     }
   }
 
+  /// The trainer's state: the parameters, every replica's momentum, the steps done by the last fit
+  /// and its seed.
+  [[nodiscard]] checkpoint state() const {
+    checkpoint c;
+    c.steps = steps_done_;
+    c.seed = seed_;
+    c.shapes = std::get<0>(replicas_)->shapes();
+    c.parameters = parameters();
+    detail::for_each_index(std::index_sequence_for<Ds...>{},
+                           [&](auto i) { c.velocity.push_back(std::get<i>(velocity_).view().to_vector()); });
+    return c;
+  }
+  /// Writes state() to path (a temporary file, flushed, renamed over path).
+  void save(const std::string& path) const { state().save(path); }
+  /// Reads a checkpoint written by save() for the same model on as many devices. Everything is
+  /// checked before anything changes: on any error (checkpoint_error naming the file and what is
+  /// wrong) the trainer is untouched.
+  void load(const std::string& path) { restore(checkpoint::load(path), path); }
+  void restore(const checkpoint& c, const std::string& name) {
+    const auto& mine = std::get<0>(replicas_)->shapes();
+    if (c.shapes != mine)
+      throw checkpoint_error("locus: checkpoint " + name + ": its tensors " + describe(c.shapes) +
+                             " do not match the model's " + describe(mine));
+    if (c.parameters.size() != size_)
+      throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.parameters.size()) +
+                             " parameters for a model of " + std::to_string(size_));
+    if (!c.velocity.empty() && c.velocity.size() != device_count)
+      throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.velocity.size()) +
+                             " momentum buffers for " + std::to_string(device_count) + " replicas");
+    set_parameters(c.parameters);
+    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
+      auto& v = std::get<i>(velocity_);
+      if (c.velocity.empty()) v = v * 0.f;
+      else locus::transfer(v.view(), tensor_view<const float, cpu, 1>(c.velocity[i].data(), shape{size_}));
+    });
+    steps_done_ = c.steps;
+    seed_ = c.seed;
+  }
+
   /// This process's rank in the MPI job and the number of ranks (0 and 1 in process).
   [[nodiscard]] int rank() const noexcept { return comm_.rank(); }
   [[nodiscard]] int ranks() const noexcept { return comm_.size(); }
@@ -381,6 +447,40 @@ public:
   }
 
 private:
+  static std::string describe(const std::vector<std::vector<std::uint64_t>>& shapes) {
+    std::string out = "[";
+    for (std::size_t t = 0; t < shapes.size(); ++t) {
+      out += t ? ", [" : "[";
+      for (std::size_t d = 0; d < shapes[t].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[t][d]);
+      out += "]";
+    }
+    return out + "]";
+  }
+
+  /// True when every element of the views is finite (one reduction each, on their device).
+  template <device D, class Views>
+  static bool all_finite(const Views& views) {
+    for (const auto& v : views)
+      if (!std::isfinite(double(on<D>(sum(v)).item()))) return false;
+    return true;
+  }
+
+  /// The checkpoint to resume from, when options name one that exists.
+  void resume(const fit_options& o, fit_result& result) {
+    if (o.checkpoint_path.empty()) return;
+    if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
+    else return;
+    auto c = checkpoint::load(o.checkpoint_path);
+    if (c.seed != o.seed)
+      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " + std::to_string(c.seed) +
+                             ", this fit has seed " + std::to_string(o.seed) + " (another data order)");
+    restore(c, o.checkpoint_path);
+    result.resumed_from = std::size_t(c.steps);
+  }
+  void save_checkpoint(const fit_options& o) {
+    if (!o.checkpoint_path.empty() && comm_.rank() == 0) save(o.checkpoint_path);
+  }
+
   /// Slots after the gradient in each flat buffer: the loss and a failure count travel with it.
   static constexpr std::size_t extra = 2;
 
@@ -459,10 +559,17 @@ private:
     const std::size_t first_replica = std::size_t(comm_.rank()) * device_count;
     std::array<double, device_count> losses{};
     std::array<std::string, device_count> failures;
-    for (std::size_t epoch = 0; epoch < o.epochs; ++epoch) {
+    seed_ = o.seed;
+    resume(o, result);
+    bool stop = false;
+    for (std::size_t epoch = 0; epoch < o.epochs && !stop; ++epoch) {
       const auto order = detail::shuffled(data.size(), o.seed, epoch);
       for (std::size_t first = 0; first + o.batch <= data.size(); first += o.batch) {
         if (o.max_steps != 0 && step >= o.max_steps) break;
+        if (step < result.resumed_from) {  // done before the checkpoint
+          ++step;
+          continue;
+        }
         std::vector<std::function<void()>> work;
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
           using D = std::tuple_element_t<i, std::tuple<Ds...>>;
@@ -497,6 +604,25 @@ private:
           average_gradients(failure);
           loss = slot(std::get<0>(grads_), size_);
         }
+        const bool finite =
+            std::isfinite(loss) &&
+            (packed ? all_finite<home_device>(std::vector{tensor_view<const float, home_device, 1>(
+                          std::get<0>(grads_).data(), shape{size_})})
+                    : all_finite<home_device>(std::get<0>(replicas_)->gradients()));
+        if (!finite) {
+          if (o.on_non_finite == non_finite::throw_error)
+            throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
+                                   ") or the gradient is not finite; the step is not applied");
+          if (o.on_non_finite == non_finite::stop) {
+            result.stopped = true;
+            stop = true;
+            break;
+          }
+          ++result.skipped;
+          ++step;
+          report(result, step, epoch, loss);
+          continue;
+        }
         std::vector<std::function<void()>> update;
         const sgd opt = detail::at_step(opt_, o, step);
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
@@ -512,11 +638,14 @@ private:
         });
         detail::run_parallel(update, concurrent_replicas);
         ++step;
+        steps_done_ = step;
+        if (o.checkpoint_every != 0 && step % o.checkpoint_every == 0) save_checkpoint(o);
         report(result, step, epoch, loss);
       }
     }
+    if (!result.stopped) save_checkpoint(o);
     result.seconds = std::chrono::duration<double>(clock::now() - start).count();
-    result.examples = step * o.batch;
+    result.examples = result.curve.size() * o.batch;
     return result;
   }
 
@@ -526,6 +655,10 @@ private:
     // std::atomic_ref; across ranks, rank 0's copy in an MPI window. Each worker keeps its own
     // momentum on its device (a momentum shared in the home copy was measured less stable: 0.49
     // against 0.71 test accuracy after one epoch, 2 workers, lr 0.1, momentum 0.9).
+    if (!o.checkpoint_path.empty())
+      throw config_error("locus: fit: checkpoints during fit are for sync_average (hogwild's workers change the "
+                         "parameters under any snapshot); call save() after fit");
+    seed_ = o.seed;
     std::vector<float> home = parameters();
     fit_result result;
     std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
@@ -588,6 +721,20 @@ private:
             }
             auto [x, y] = detail::gather<D>(data, orders[epoch], first, o.batch);
             const double loss = local.loss_and_grad(x, y);
+            if (!std::isfinite(loss) || !all_finite<D>(local.gradients())) {
+              if (o.on_non_finite == non_finite::throw_error)
+                throw non_finite_error("locus: fit: a step of the worker on " + id_of<D>.full_name() +
+                                       ": the loss or the gradient is not finite; the step is not applied");
+              std::lock_guard lock(result_mutex);
+              if (o.on_non_finite == non_finite::stop) {
+                result.stopped = true;
+                next.store(my_steps, std::memory_order_relaxed);
+                break;
+              }
+              ++result.skipped;
+              report(result, result.curve.size() + 1, epoch, loss);
+              continue;
+            }
             // The worker's own momentum, on its device; then lock-free updates of the home copy.
             if (mom != 0.f) {
               std::size_t t = 0;
@@ -633,6 +780,7 @@ private:
     }
     // Every worker has joined: the home copy is plain memory again. Every replica takes it.
     set_parameters(home);
+    steps_done_ = total;
     result.seconds = std::chrono::duration<double>(clock::now() - start).count();
     result.examples = result.curve.size() * o.batch;
     return result;
@@ -641,6 +789,8 @@ private:
   comm_type comm_;  // first: the MPI communicator is duplicated before anything uses it
   sgd opt_;
   std::size_t size_ = 0;
+  std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
+  std::uint64_t seed_ = 0;      ///< of the last fit
   std::tuple<std::unique_ptr<replica<Ds>>...> replicas_;
   std::tuple<tensor<float, Ds, 1>...> grads_;     ///< each replica's flat gradient (the mean after averaging)
   std::tuple<tensor<float, Ds, 1>...> velocity_;  ///< each replica's momentum

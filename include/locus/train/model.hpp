@@ -70,6 +70,8 @@ public:
   replica& operator=(const replica&) = delete;
 
   [[nodiscard]] const std::vector<tensor_view<float, D, 1>>& parameters() const noexcept { return views_; }
+  /// The extents of every parameter tensor (the views above are flat).
+  [[nodiscard]] const std::vector<std::vector<std::uint64_t>>& shapes() const noexcept { return shapes_; }
   /// The number of parameters (all tensors together).
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// The mean loss on (x, y); its gradient is kept, see gradients().
@@ -92,6 +94,7 @@ public:
 
 protected:
   std::vector<tensor_view<float, D, 1>> views_;
+  std::vector<std::vector<std::uint64_t>> shapes_;
   std::vector<tensor_view<const float, D, 1>> grads_;
   std::size_t size_ = 0;
 };
@@ -103,6 +106,9 @@ public:
   explicit replica_of(std::shared_ptr<const M> model) : model_(std::move(model)), p_(model_->template init<D>()) {
     p_.for_each([&](const auto& v) {
       this->views_.emplace_back(v.data(), shape{v.size()});
+      std::vector<std::uint64_t> extents;
+      for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
+      this->shapes_.push_back(std::move(extents));
       this->size_ += v.size();
     });
   }

@@ -1,0 +1,238 @@
+#pragma once
+// Checkpoints: a trainer's state in a small versioned binary file.
+//
+//   offset  field (little-endian)
+//   0       "LOCUSCKP"                                  8 bytes
+//   8       u32 version (1)                             12  u32 element type (1: float32)
+//   16      u64 steps done                              24  u64 data-order seed
+//   32      u64 tensor count T, then for each tensor: u32 rank R, R x u64 extents
+//   ...     u64 parameter count N, then N floats        the parameters, in the model's order
+//   ...     u64 velocity buffer count V, then V x N floats    one momentum buffer per replica
+//   end-8   u64 FNV-1a 64 checksum of every byte before it
+//
+// save() writes `path.tmp`, flushes it to the disk (fsync) and renames it over `path`: a crash
+// mid-write leaves the previous checkpoint whole. parse() checks everything (magic, version,
+// type, sizes against the file's length before any allocation, checksum) and throws
+// checkpoint_error naming the file, the byte offset and what is wrong.
+#include <locus/config.hpp>
+#include <locus/errors.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+#if __has_include(<unistd.h>)
+#  include <unistd.h>
+#endif
+
+namespace locus::train {
+
+/// A checkpoint that cannot be read, or does not fit the trainer it is loaded into.
+class checkpoint_error : public error {
+public:
+  using error::error;
+};
+
+struct checkpoint {
+  static constexpr char magic[8] = {'L', 'O', 'C', 'U', 'S', 'C', 'K', 'P'};
+  static constexpr std::uint32_t version = 1;
+  static constexpr std::uint32_t float32 = 1;
+  /// The largest checkpoint parse() accepts (a guard against absurd sizes in a damaged header).
+  static constexpr std::uint64_t max_elements = std::uint64_t{1} << 34;
+
+  std::uint64_t steps = 0;
+  std::uint64_t seed = 0;
+  std::vector<std::vector<std::uint64_t>> shapes;  ///< each parameter tensor's extents
+  std::vector<float> parameters;
+  std::vector<std::vector<float>> velocity;        ///< one buffer per replica (empty: no momentum state)
+
+  [[nodiscard]] std::vector<std::uint8_t> serialize() const;
+  /// Throws checkpoint_error (naming `name`) on anything malformed; the result is fully checked.
+  static checkpoint parse(const std::uint8_t* data, std::size_t size, const std::string& name);
+
+  void save(const std::string& path) const;
+  static checkpoint load(const std::string& path);
+};
+
+namespace detail {
+inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+class byte_writer {
+public:
+  void u32(std::uint32_t v) { put(v, 4); }
+  void u64(std::uint64_t v) { put(v, 8); }
+  void floats(const std::vector<float>& v) {
+    for (float f : v) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      u32(bits);
+    }
+  }
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  }
+  std::vector<std::uint8_t> out;
+
+private:
+  void put(std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+};
+
+class byte_reader {
+public:
+  byte_reader(const std::uint8_t* p, std::size_t n, const std::string& name) : p_(p), n_(n), name_(name) {}
+  std::uint32_t u32(const char* what) { return static_cast<std::uint32_t>(get(4, what)); }
+  std::uint64_t u64(const char* what) { return get(8, what); }
+  /// n floats; the caller has checked that they fit in the file.
+  std::vector<float> floats(std::uint64_t n, const char* what) {
+    need(n * 4, what);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& f : v) {
+      const std::uint32_t bits = u32(what);
+      std::memcpy(&f, &bits, 4);
+    }
+    return v;
+  }
+  void need(std::uint64_t bytes, const char* what) const {
+    if (bytes > n_ - at_) fail(std::string("truncated: ") + what + " needs " + std::to_string(bytes) + " bytes, " +
+                               std::to_string(n_ - at_) + " remain");
+  }
+  [[noreturn]] void fail(const std::string& why) const { fail_at(at_, why); }
+  [[noreturn]] void fail_at(std::size_t offset, const std::string& why) const {
+    throw checkpoint_error("locus: checkpoint " + name_ + ": " + why + " (at byte offset " + std::to_string(offset) +
+                           ")");
+  }
+  [[nodiscard]] std::size_t offset() const noexcept { return at_; }
+  [[nodiscard]] std::size_t remaining() const noexcept { return n_ - at_; }
+
+private:
+  std::uint64_t get(int bytes, const char* what) {
+    need(std::uint64_t(bytes), what);
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v |= std::uint64_t{p_[at_ + std::size_t(i)]} << (8 * i);
+    at_ += std::size_t(bytes);
+    return v;
+  }
+  const std::uint8_t* p_;
+  std::size_t n_, at_ = 0;
+  const std::string& name_;
+};
+}  // namespace detail
+
+inline std::vector<std::uint8_t> checkpoint::serialize() const {
+  detail::byte_writer w;
+  w.raw(magic, sizeof magic);
+  w.u32(version);
+  w.u32(float32);
+  w.u64(steps);
+  w.u64(seed);
+  w.u64(shapes.size());
+  for (const auto& s : shapes) {
+    w.u32(static_cast<std::uint32_t>(s.size()));
+    for (auto e : s) w.u64(e);
+  }
+  w.u64(parameters.size());
+  w.floats(parameters);
+  w.u64(velocity.size());
+  for (const auto& v : velocity) w.floats(v);
+  w.u64(detail::fnv1a(w.out.data(), w.out.size()));
+  return std::move(w.out);
+}
+
+inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, const std::string& name) {
+  detail::byte_reader r(data, size, name);
+  r.need(sizeof magic, "the magic number");
+  if (std::memcmp(data, magic, sizeof magic) != 0) r.fail_at(0, "bad magic number (not a locus checkpoint)");
+  r.u64("the magic number");
+  // The checksum first: a damaged file is reported as such, whatever field the damage hit.
+  if (size < sizeof magic + 8 + 8) r.fail_at(size, "truncated: shorter than the header and the checksum");
+  std::uint64_t stored = 0;
+  for (int i = 0; i < 8; ++i) stored |= std::uint64_t{data[size - 8 + std::size_t(i)]} << (8 * i);
+  const std::uint32_t v = r.u32("the version");
+  if (v != version)
+    r.fail_at(8, "version " + std::to_string(v) + ", this build reads version " + std::to_string(version));
+  if (detail::fnv1a(data, size - 8) != stored)
+    r.fail_at(size - 8, "checksum mismatch: the file is damaged or truncated");
+  const std::uint32_t type = r.u32("the element type");
+  if (type != float32) r.fail_at(12, "element type " + std::to_string(type) + ", only float32 (1) is supported");
+  checkpoint c;
+  c.steps = r.u64("the step count");
+  c.seed = r.u64("the seed");
+  const std::size_t at_count = r.offset();
+  const std::uint64_t tensors = r.u64("the tensor count");
+  if (tensors > r.remaining() / 4) r.fail_at(at_count, "absurd tensor count " + std::to_string(tensors));
+  std::uint64_t total = 0;
+  for (std::uint64_t t = 0; t < tensors; ++t) {
+    const std::size_t at_rank = r.offset();
+    const std::uint32_t rank = r.u32("a tensor's rank");
+    if (rank > 8) r.fail_at(at_rank, "tensor " + std::to_string(t) + " has rank " + std::to_string(rank));
+    std::vector<std::uint64_t> extents;
+    std::uint64_t elements = 1;
+    for (std::uint32_t d = 0; d < rank; ++d) {
+      const std::size_t at_extent = r.offset();
+      const std::uint64_t e = r.u64("an extent");
+      if (e != 0 && elements > max_elements / e)
+        r.fail_at(at_extent, "tensor " + std::to_string(t) + ": absurd extent " + std::to_string(e));
+      elements *= e;
+      extents.push_back(e);
+    }
+    total += elements;
+    if (total > max_elements) r.fail_at(at_rank, "absurd total size: more than 2^34 parameters");
+    c.shapes.push_back(std::move(extents));
+  }
+  const std::size_t at_n = r.offset();
+  const std::uint64_t n = r.u64("the parameter count");
+  if (n != total)
+    r.fail_at(at_n, "the parameter count " + std::to_string(n) + " is not the sum of the shapes, " +
+                        std::to_string(total));
+  if (n > r.remaining() / 4) r.fail_at(at_n, "truncated: " + std::to_string(n) + " parameters do not fit in the file");
+  c.parameters = r.floats(n, "the parameters");
+  const std::size_t at_v = r.offset();
+  const std::uint64_t buffers = r.u64("the velocity buffer count");
+  if (n != 0 && buffers > r.remaining() / (4 * n)) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
+  if (n == 0 && buffers > 1024) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
+  for (std::uint64_t b = 0; b < buffers; ++b) c.velocity.push_back(r.floats(n, "a velocity buffer"));
+  if (r.remaining() != 8)
+    r.fail("the checksum expected here, but " + std::to_string(r.remaining()) + " bytes remain");
+  return c;
+}
+
+inline void checkpoint::save(const std::string& path) const {
+  const auto bytes = serialize();
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) throw checkpoint_error("locus: checkpoint " + path + ": cannot create " + tmp);
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
+#if __has_include(<unistd.h>)
+  ok = ok && ::fsync(::fileno(f)) == 0;  // on the disk before it replaces the previous one
+#endif
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw checkpoint_error("locus: checkpoint " + path + ": writing " + tmp + " failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw checkpoint_error("locus: checkpoint " + path + ": cannot rename " + tmp + " over it");
+  }
+}
+
+inline checkpoint checkpoint::load(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file");
+  std::vector<std::uint8_t> bytes;
+  std::uint8_t buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  return parse(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace locus::train

@@ -1,0 +1,231 @@
+#include "../common/test_support.hpp"
+#include "../common/train_support.hpp"
+
+#include <locus/train/checkpoint.hpp>
+#include <locus/train/data_parallel.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+#if __has_include(<sys/wait.h>)
+#  include <sys/wait.h>
+#  include <unistd.h>
+#endif
+
+using namespace locus;
+using namespace locus::train;
+using namespace locus_test;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/locus_" + name + "_" + std::to_string(::getpid());
+}
+std::vector<std::uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& b) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+/// Recomputes the trailing checksum, so that a test can damage one field and nothing else.
+void reseal(std::vector<std::uint8_t>& b) {
+  const std::uint64_t h = locus::train::detail::fnv1a(b.data(), b.size() - 8);
+  for (int i = 0; i < 8; ++i) b[b.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
+}
+fit_options with_checkpoints(const std::string& path, std::size_t every) {
+  auto o = quiet(4, 64);  // 4 epochs of 8 steps
+  o.checkpoint_path = path;
+  o.checkpoint_every = every;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("a checkpoint holds parameters, momentum and step, and loads back exactly", "[train][checkpoint]") {
+  const auto path = temp_path("roundtrip");
+  mlp<float> model({16, 8, 4}, 3);
+  auto data = synthetic(256, 1);
+  data_parallel<sync_average, cpu> a{model, sgd{0.1f, 0.9f}};
+  auto o = quiet(1, 64);
+  o.seed = 9;
+  a.fit(data, o);
+  a.save(path);
+  CHECK_FALSE(std::ifstream(path + ".tmp").good());  // renamed, not left behind
+  data_parallel<sync_average, cpu> b{model, sgd{0.1f, 0.9f}};
+  b.load(path);
+  const auto sa = a.state(), sb = b.state();
+  CHECK(sb.parameters == sa.parameters);
+  CHECK(sb.velocity == sa.velocity);
+  CHECK(sb.steps == 4);
+  CHECK(sb.seed == 9);
+  CHECK(sb.shapes == std::vector<std::vector<std::uint64_t>>{{16, 8}, {8}, {8, 4}, {4}});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a bad checkpoint is refused with the file and the fault named, and the trainer is untouched",
+          "[train][checkpoint]") {
+  const auto good = temp_path("good"), bad = temp_path("bad");
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  trainer.fit(synthetic(128, 2), quiet(1, 64));
+  trainer.save(good);
+  const auto bytes = file_bytes(good);
+  data_parallel<sync_average, cpu> target{model, sgd{}};
+  const auto before = target.state();
+  auto refused = [&](std::vector<std::uint8_t> b) {
+    write_bytes(bad, b);
+    const auto message = error_of([&] { target.load(bad); });
+    CHECK(target.state().parameters == before.parameters);
+    CHECK(target.state().velocity == before.velocity);
+    return message;
+  };
+  const std::string name = "locus: checkpoint " + bad + ": ";
+  // Truncated: the checksum no longer matches the bytes before it.
+  auto b = bytes;
+  b.resize(b.size() - 100);
+  CHECK(refused(b) == name + "checksum mismatch: the file is damaged or truncated (at byte offset " +
+                          std::to_string(b.size() - 8) + ")");
+  CHECK(refused({1, 2, 3}) == name + "truncated: the magic number needs 8 bytes, 3 remain (at byte offset 0)");
+  b = bytes;
+  b[0] = 'X';
+  CHECK(refused(b) == name + "bad magic number (not a locus checkpoint) (at byte offset 0)");
+  b = bytes;
+  b[8] = 7;
+  reseal(b);
+  CHECK(refused(b) == name + "version 7, this build reads version 1 (at byte offset 8)");
+  b = bytes;
+  b[100] ^= 0x40;  // one flipped bit in the parameters
+  CHECK(refused(b) == name + "checksum mismatch: the file is damaged or truncated (at byte offset " +
+                          std::to_string(b.size() - 8) + ")");
+  b = bytes;
+  b[12] = 2;  // element type
+  reseal(b);
+  CHECK(refused(b) == name + "element type 2, only float32 (1) is supported (at byte offset 12)");
+  b = bytes;
+  b[32] = 0xff;  // tensor count: 255 + ...
+  b[38] = 0x7f;
+  reseal(b);
+  CHECK(refused(b).find("absurd tensor count") != std::string::npos);
+  b = bytes;
+  b[51] = 0x7f;  // the first extent's most significant byte: an absurd size
+  reseal(b);
+  CHECK(refused(b).find(": absurd extent") != std::string::npos);
+  // A checkpoint of another model: checked against the trainer, nothing applied.
+  data_parallel<sync_average, cpu> other{mlp<float>({16, 6, 4}, 3), sgd{}};
+  other.save(bad);
+  CHECK(error_of([&] { target.load(bad); }) ==
+        name + "its tensors [[16, 6], [6], [6, 4], [4]] do not match the model's [[16, 8], [8], [8, 4], [4]]");
+  CHECK(target.state().parameters == before.parameters);
+  CHECK(error_of([&] { target.load(bad + ".missing"); }) ==
+        "locus: checkpoint " + bad + ".missing: cannot open the file");
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("a crash while writing leaves the previous checkpoint whole", "[train][checkpoint]") {
+  const auto path = temp_path("crash");
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  trainer.save(path);
+  const auto saved = trainer.state().parameters;
+  // What a crash mid-save leaves: a partial temporary file; the checkpoint itself is the old one.
+  write_bytes(path + ".tmp", {'L', 'O', 'C'});
+  data_parallel<sync_average, cpu> again{model, sgd{}};
+  again.load(path);
+  CHECK(again.state().parameters == saved);
+  // The next save replaces both.
+  trainer.save(path);
+  CHECK_FALSE(std::ifstream(path + ".tmp").good());
+  std::remove(path.c_str());
+}
+
+#if defined(__linux__) && LOCUS_HAS_GPUS
+// The child of the next test: trains with checkpoints every 10 steps and kills itself (SIGKILL,
+// nothing flushed, nothing cleaned up) after step LOCUS_TEST_KILL_AT.
+TEST_CASE("checkpoint child", "[.checkpoint-child]") {
+  const char* path = std::getenv("LOCUS_TEST_CHECKPOINT");
+  const char* kill_at = std::getenv("LOCUS_TEST_KILL_AT");
+  REQUIRE(path != nullptr);
+  REQUIRE(kill_at != nullptr);
+  const std::size_t at = std::strtoull(kill_at, nullptr, 10);
+  data_parallel<sync_average, cpu, gpu<0>> trainer{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+  auto o = with_checkpoints(path, 10);
+  o.on_step = [&](const progress& p) {
+    if (p.step == at) std::raise(SIGKILL);
+  };
+  trainer.fit(synthetic(512, 2), o);
+}
+
+TEST_CASE("a run killed mid-training resumes from its checkpoint to the uninterrupted run's parameters",
+          "[train][checkpoint][sync]") {
+  const auto path = temp_path("killed");
+  std::remove(path.c_str());
+  char self[4096] = {};
+  REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);  // this test program
+  const std::string child = "LOCUS_TEST_CHECKPOINT=" + path + " LOCUS_TEST_KILL_AT=25 '" + self +
+                            "' '[.checkpoint-child]' > /dev/null 2>&1";
+  const int status = std::system(child.c_str());
+  REQUIRE((WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL)));
+  // The child wrote checkpoints at steps 10 and 20, then died at 25.
+  REQUIRE(checkpoint::load(path).steps == 20);
+  auto data = synthetic(512, 2);
+  data_parallel<sync_average, cpu, gpu<0>> resumed{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+  const auto r = resumed.fit(data, with_checkpoints(path, 10));
+  CHECK(r.resumed_from == 20);
+  CHECK(r.curve.size() == 4 * 8 - 20);
+  data_parallel<sync_average, cpu, gpu<0>> straight{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+  straight.fit(data, quiet(4, 64));
+  CHECK(resumed.parameters() == straight.parameters());  // exactly
+  CHECK(checkpoint::load(path).steps == 32);              // the end of the resumed fit
+  // Another seed is another data order: refused.
+  auto o = with_checkpoints(path, 10);
+  o.seed = 1;
+  CHECK(error_of([&] { resumed.fit(data, o); }).find("written with seed 0, this fit has seed 1") != std::string::npos);
+  std::remove(path.c_str());
+}
+#endif
+
+TEST_CASE("non-finite steps: thrown, skipped or stopping the run, never applied", "[train][faults]") {
+  auto data = synthetic(512, 3);
+  for (bool loss : {true, false}) {
+    // The fourth step turns NaN.
+    data_parallel<sync_average, cpu> reference{softmax_regression<float>(16, 4), sgd{0.1f, 0.9f}};
+    auto three = quiet(1, 64);
+    three.max_steps = 3;
+    reference.fit(data, three);
+    {
+      data_parallel<sync_average, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      const auto message = error_of([&] { t.fit(data, quiet(1, 64)); });
+      CHECK(message.rfind("locus: fit: step 4: the loss (", 0) == 0);
+      CHECK(message.find(") or the gradient is not finite; the step is not applied") != std::string::npos);
+      CHECK((message.find("nan") != std::string::npos) == loss);
+      CHECK(t.parameters() == reference.parameters());
+    }
+    {
+      auto o = quiet(1, 64);
+      o.on_non_finite = non_finite::stop;
+      data_parallel<sync_average, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      const auto r = t.fit(data, o);
+      CHECK(r.stopped);
+      CHECK(r.curve.size() == 3);
+      CHECK(t.parameters() == reference.parameters());
+    }
+    {
+      auto o = quiet(1, 64);
+      o.on_non_finite = non_finite::skip_step;
+      data_parallel<sync_average, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      const auto r = t.fit(data, o);
+      CHECK(r.skipped == 1);
+      CHECK(r.curve.size() == 8);
+      const auto p = t.parameters();
+      CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
+    }
+  }
+}
