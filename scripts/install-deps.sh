@@ -2,7 +2,7 @@
 # Installs what a fresh Debian 12 machine lacks to build and test locus. The CUDA Toolkit (nvcc and
 # CCCL: Thrust, CUB, libcudacxx) is expected in its standard place, /usr/local/cuda.
 set -euo pipefail
-packages=(cmake ninja-build g++ make catch2 zlib1g-dev pkgconf python3 libopenblas-dev libopenblas-openmp-dev libeigen3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
+packages=(cmake ninja-build g++ make catch2 zlib1g-dev pkgconf python3 libopenblas-dev libopenblas-openmp-dev libeigen3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -154,13 +154,15 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
   r.u64("the magic number");
   // The checksum first: a damaged file is reported as such, whatever field the damage hit.
   if (size < sizeof magic + 8 + 8) r.fail_at(size, "truncated: shorter than the header and the checksum");
-  std::uint64_t stored = 0;
-  for (int i = 0; i < 8; ++i) stored |= std::uint64_t{data[size - 8 + std::size_t(i)]} << (8 * i);
   const std::uint32_t v = r.u32("the version");
   if (v != version)
     r.fail_at(8, "version " + std::to_string(v) + ", this build reads version " + std::to_string(version));
+#if !defined(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)  // a fuzzer gets past it to the fields
+  std::uint64_t stored = 0;
+  for (int i = 0; i < 8; ++i) stored |= std::uint64_t{data[size - 8 + std::size_t(i)]} << (8 * i);
   if (detail::fnv1a(data, size - 8) != stored)
     r.fail_at(size - 8, "checksum mismatch: the file is damaged or truncated");
+#endif
   const std::uint32_t type = r.u32("the element type");
   if (type != float32) r.fail_at(12, "element type " + std::to_string(type) + ", only float32 (1) is supported");
   checkpoint c;
