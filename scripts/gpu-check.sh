@@ -25,14 +25,28 @@ for b in "$build"/bench/bench_*; do
   LOCUS_LOGICAL_GPUS=2 "$b" >>"$build.bench.log" 2>&1 || bench_rc=$?
 done
 t3=$(date +%s)
+# compute-sanitizer (memcheck, racecheck) over the CUDA tests of the GPU code paths.
+sanitizer=/usr/local/cuda/bin/compute-sanitizer
+san_rc=0
+: >"$build.sanitizer.log"
+if [ -x "$sanitizer" ] && [ -x "$build/tests/locus_tests_cuda" ]; then
+  for tool in memcheck racecheck; do
+    LOCUS_LOGICAL_GPUS=2 timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+      "$build/tests/locus_tests_cuda" "[expr],[reduce],[matmul],[nn]" >>"$build.sanitizer.log" 2>&1 || san_rc=$?
+    echo "compute-sanitizer $tool: rc=$san_rc" >>"$build.sanitizer.log"
+  done
+fi
+t4=$(date +%s)
 echo
 echo "| step | result | seconds |"
 echo "| --- | --- | --- |"
 echo "| build (nvcc, native arch) | ok | $((t1 - t0)) |"
 echo "| ctest on the GPU | $(grep -E 'tests passed' "$build.test.log" | tail -1) | $((t2 - t1)) |"
 echo "| benchmarks | rc=$bench_rc | $((t3 - t2)) |"
-echo "| total | | $((t3 - start)) |"
+echo "| compute-sanitizer memcheck + racecheck | rc=$san_rc | $((t4 - t3)) |"
+echo "| total | | $((t4 - start)) |"
 grep -E "Failed|\*\*\*" "$build.test.log" | head -20
 echo
 cat "$build.bench.log"
-exit $((test_rc != 0 || bench_rc != 0))
+tail -5 "$build.sanitizer.log"
+exit $((test_rc != 0 || bench_rc != 0 || san_rc != 0))

@@ -186,3 +186,24 @@ TEST_CASE("a failing sync replica's error reaches fit's caller and no update is 
   CHECK(trainer.parameters() == reference.parameters());
 }
 #endif
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("faults injected at random steps: every run ends, on all threads, with the fault named",
+          "[train][hogwild][sync][threads][faults]") {
+  auto data = synthetic(2048, 10);
+  std::mt19937 gen(2026);
+  for (int run = 0; run < 6; ++run) {
+    const int at = int(gen() % 40);
+    faulty_model<gpu<1>> model(16, 4, at);
+    const std::string expected = "injected fault on /job:localhost/replica:0/task:0/device:GPU:1";
+    if (run % 2 == 0) {
+      data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.05f, 0.9f}};
+      CHECK(error_of([&] { trainer.fit(data, quiet(20, 32)); }) == expected);
+    } else {
+      data_parallel<sync_average, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.05f, 0.9f}};
+      CHECK(error_of([&] { trainer.fit(data, quiet(20, 30)); }) == expected);
+    }
+    CHECK(model.calls_->load() == at + 1);  // nobody called gpu<1>'s replica after its fault
+  }
+}
+#endif
