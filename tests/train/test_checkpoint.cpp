@@ -40,7 +40,7 @@ void reseal(std::vector<std::uint8_t>& b) {
   const std::uint64_t h = locus::train::detail::fnv1a(b.data(), b.size() - 8);
   for (int i = 0; i < 8; ++i) b[b.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
 }
-fit_options with_checkpoints(const std::string& path, std::size_t every) {
+[[maybe_unused]] fit_options with_checkpoints(const std::string& path, std::size_t every) {
   auto o = quiet(4, 64);  // 4 epochs of 8 steps
   o.checkpoint_path = path;
   o.checkpoint_every = every;
