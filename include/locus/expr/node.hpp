@@ -346,14 +346,15 @@ private:
       if constexpr (C::rank > 0) {
         if constexpr (rank == 2 && C::rank == 1) fix(1, child.shape()[0]);
         else if constexpr (is_column_v<C>) fix(0, child.shape()[0]);
-        else
+        else if constexpr (rank > 0)
           for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d) fix(d, child.shape()[d]);
       }
     };
     std::apply([&](const auto&... c) { (one(c), ...); }, children);
     if (mismatch) throw_mismatch();  // the message is built only when it is needed
-    for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
-      if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
+    if constexpr (rank > 0)
+      for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
+        if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
     return locus::shape<rank>(ext);
   }
 
