@@ -65,10 +65,12 @@ TEST_CASE("sync_average over K devices follows one device with the whole batch",
 TEST_CASE("hogwild workers on their own threads train the shared parameters", "[train][hogwild][threads]") {
   mlp<float> model({16, 12, 4}, 7);
   auto data = synthetic(2048, 3);
-  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.05f, 0.9f}};
+  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.02f, 0.9f}};
   const double before = trainer.accuracy(data);
-  auto result = trainer.fit(data, quiet(3, 32));
-  CHECK(result.curve.size() == 3 * (2048 / 32));
+  // Stale updates make every run different. lr 0.05 for 3 epochs ranged 0.74-0.91 over runs under
+  // ThreadSanitizer (and failed CI once); lr 0.02 for 6 epochs gave 0.89-0.98 in 14 runs.
+  auto result = trainer.fit(data, quiet(6, 32));
+  CHECK(result.curve.size() == 6 * (2048 / 32));
   CHECK(trainer.accuracy(data) > 0.8);
   CHECK(trainer.accuracy(data) > before + 0.2);
 }
