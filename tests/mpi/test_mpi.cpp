@@ -123,6 +123,7 @@ TEST_CASE("mpi<hogwild>: workers of both ranks train the parameters in rank 0's 
   MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
   CHECK(all == 3 * (2048 / 32));
   CHECK(mine == all / 2);
+  CHECK(ranks.state().steps == all);  // every rank's steps, on every rank
   CHECK(spread_from_rank0(ranks.parameters()) == 0.0);
   CHECK(ranks.accuracy(data) > 0.8);
   CHECK(ranks.accuracy(data) > before + 0.2);

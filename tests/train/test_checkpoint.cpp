@@ -146,6 +146,32 @@ TEST_CASE("a crash while writing leaves the previous checkpoint whole", "[train]
   std::remove(path.c_str());
 }
 
+TEST_CASE("a resumed fit's progress counts only the steps it ran", "[train][checkpoint]") {
+  const auto path = temp_path("resumed-rate");
+  auto data = synthetic(512, 2);
+  {
+    data_parallel<sync_average, cpu> first{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+    auto o = with_checkpoints(path, 10);
+    o.max_steps = 20;
+    first.fit(data, o);
+  }
+  data_parallel<sync_average, cpu> resumed{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+  auto o = with_checkpoints(path, 10);
+  o.log_every = 10;
+  o.print = [](const std::string&) {};
+  std::vector<progress> lines;
+  o.on_step = [&](const progress& p) {
+    if (p.sec_per_batch > 0) lines.push_back(p);
+  };
+  REQUIRE(resumed.fit(data, o).resumed_from == 20);
+  REQUIRE(lines.size() == 1);  // step 30 (32 is not a multiple of 10)
+  CHECK(lines[0].step == 30);
+  // The first line covers steps 21-30 since the fit started: 10 steps, not 30.
+  CHECK(lines[0].sec_per_batch * 10 == Approx(lines[0].wall_seconds).epsilon(1e-6));
+  CHECK(lines[0].examples_per_sec * lines[0].wall_seconds == Approx(10.0 * 64).epsilon(1e-6));
+  std::remove(path.c_str());
+}
+
 #if defined(__linux__) && LOCUS_HAS_GPUS
 // The child of the next test: trains with checkpoints every 10 steps and kills itself (SIGKILL,
 // nothing flushed, nothing cleaned up) after step LOCUS_TEST_KILL_AT.
@@ -226,6 +252,22 @@ TEST_CASE("non-finite steps: thrown, skipped or stopping the run, never applied"
       CHECK(r.curve.size() == 8);
       const auto p = t.parameters();
       CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
+    }
+    {
+      // One hogwild worker is deterministic: it stops where sync stops, and records the steps
+      // it took (3), not the 8 it planned.
+      auto o = quiet(1, 64);
+      o.on_non_finite = non_finite::stop;
+      data_parallel<hogwild, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      const auto r = t.fit(data, o);
+      CHECK(r.stopped);
+      CHECK(r.curve.size() == 3);
+      CHECK(t.state().steps == 3);
+      CHECK(t.parameters() == reference.parameters());
+      o.on_non_finite = non_finite::skip_step;
+      data_parallel<hogwild, cpu> s{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      CHECK(s.fit(data, o).skipped == 1);
+      CHECK(s.state().steps == 8);  // a skipped step is a step taken
     }
   }
 }

@@ -183,6 +183,10 @@ public:
     if (drawn_) std::fputs("\n", stderr);
   }
 
+  /// A fit resumed from a checkpoint starts counting at its step: the bar starts part-way and
+  /// the first rate counts only the steps run since.
+  void resume_at(std::size_t step) noexcept { last_step_ = step; }
+
   void operator()(fit_result& r, std::size_t step, std::size_t epoch, double loss) {
     const auto now = clock::now();
     progress p;
@@ -561,6 +565,7 @@ private:
     std::array<std::string, device_count> failures;
     seed_ = o.seed;
     resume(o, result);
+    report.resume_at(result.resumed_from);
     bool stop = false;
     for (std::size_t epoch = 0; epoch < o.epochs && !stop; ++epoch) {
       const auto order = detail::shuffled(data.size(), o.seed, epoch);
@@ -664,6 +669,7 @@ private:
     std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
     const auto start = clock::now();
     std::atomic<std::size_t> next{0};  // this rank's steps: rank, rank + ranks, ...
+    std::atomic<std::size_t> done{0};  // this rank's steps taken (applied or skipped)
     const std::size_t per_epoch = data.size() / o.batch;
     const std::size_t total = detail::total_steps(data.size(), o);
     const std::size_t my_steps = (total + std::size_t(comm_.size()) - 1 - std::size_t(comm_.rank())) /
@@ -732,6 +738,7 @@ private:
                 break;
               }
               ++result.skipped;
+              done.fetch_add(1, std::memory_order_relaxed);
               report(result, result.curve.size() + 1, epoch, loss);
               continue;
             }
@@ -763,6 +770,7 @@ private:
               for (std::ptrdiff_t e = 0; e < n; ++e)
                 std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * lr, std::memory_order_relaxed);
             }
+            done.fetch_add(1, std::memory_order_relaxed);
             std::lock_guard lock(result_mutex);
             report(result, result.curve.size() + 1, epoch, loss);
           }
@@ -774,13 +782,17 @@ private:
       });
     });
     detail::run_parallel(work);
+    // The steps taken, not those planned: a run that stopped early records where it stopped.
+    steps_done_ = done.load(std::memory_order_relaxed);
     if constexpr (distributed) {
       remote.reset();  // collective: every rank's updates are in rank 0's copy
       comm_.broadcast(home.data(), size_, 0);
+      float steps = float(steps_done_);  // exact: counts stay far below 2^24
+      comm_.sum(&steps, 1);
+      steps_done_ = std::size_t(steps);
     }
     // Every worker has joined: the home copy is plain memory again. Every replica takes it.
     set_parameters(home);
-    steps_done_ = total;
     result.seconds = std::chrono::duration<double>(clock::now() - start).count();
     result.examples = result.curve.size() * o.batch;
     return result;
