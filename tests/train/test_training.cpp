@@ -151,6 +151,51 @@ TEST_CASE("plain SGD and the warmup follow their formulas", "[train][options]") 
   for (std::size_t i = 0; i < p.size(); ++i) CHECK(p[i] == Approx(-0.125f * g[i]).margin(1e-7));
 }
 
+TEST_CASE("the cosine schedule falls from the rate to zero after the warmup", "[train][options]") {
+  fit_options o;
+  o.warmup_steps = 2;
+  const sgd opt{0.4f, 0.9f};
+  CHECK(locus::train::detail::at_step(opt, o, 5, 10).lr == 0.4f);  // constant by default
+  o.schedule = lr_schedule::cosine;
+  CHECK(locus::train::detail::at_step(opt, o, 0, 10).lr == Approx(0.2f));  // warmup: 1/2 of the rate
+  CHECK(locus::train::detail::at_step(opt, o, 2, 10).lr == Approx(0.4f));  // the first step after it
+  CHECK(locus::train::detail::at_step(opt, o, 6, 10).lr == Approx(0.2f));  // half way through the decay
+  CHECK(locus::train::detail::at_step(opt, o, 9, 10).lr == Approx(0.4 * 0.5 * (1 + std::cos(3.14159265358979 * 7 / 8))));
+  CHECK(locus::train::detail::at_step(opt, o, 9, 10).momentum == 0.9f);
+  // A fit follows it: one step of plain SGD from zero at the cosine's first rate, then less.
+  softmax_regression<float> model(16, 4);
+  auto data = synthetic(128, 6);
+  data_parallel<sync_average, cpu> cosine{model, sgd{0.5f, 0.f}}, constant{model, sgd{0.5f, 0.f}};
+  auto c = quiet(1, 64);
+  constant.fit(data, c);
+  c.schedule = lr_schedule::cosine;
+  cosine.fit(data, c);  // steps at lr 0.5 and 0.25
+  data_parallel<sync_average, cpu> first{model, sgd{0.5f, 0.f}};
+  auto one = quiet(1, 64);
+  one.max_steps = 1;
+  first.fit(data, one);  // both runs' first step, at lr 0.5
+  // The second step: lr 0.25 for the cosine, 0.5 for the constant rate, the same gradient.
+  const auto a = cosine.parameters(), b = constant.parameters(), p1 = first.parameters();
+  REQUIRE(a.size() == p1.size());
+  double moved = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i] - p1[i] == Approx(0.5f * (b[i] - p1[i])).margin(1e-6));
+    moved += std::abs(b[i] - p1[i]);
+  }
+  CHECK(moved > 1e-3);
+}
+
+TEST_CASE("staleness scaling leaves a single hogwild worker exactly as it was", "[train][hogwild][options]") {
+  mlp<float> model({16, 12, 4}, 3);
+  auto data = synthetic(512, 4);
+  data_parallel<hogwild, cpu> plain{model, sgd{0.1f, 0.9f}}, scaled{model, sgd{0.1f, 0.9f}};
+  auto o = quiet(2, 64);
+  plain.fit(data, o);
+  o.scale_by_staleness = true;  // one worker: tau is always 0, the weight 1
+  scaled.fit(data, o);
+  CHECK(plain.parameters() == scaled.parameters());
+}
+
 #if LOCUS_HAS_GPUS
 TEST_CASE("sync_average of a user's model on K devices equals one device", "[train][model][sync]") {
   softmax_regression<float> model(16, 4);

@@ -86,12 +86,23 @@ public:
   using error::error;
 };
 
+/// The learning rate over a run (see fit_options::schedule).
+enum class lr_schedule { constant, cosine };
+
 struct fit_options {
   std::size_t epochs = 1;
   std::size_t batch = 256;        ///< the global batch (split over the devices by sync_average)
   std::uint64_t seed = 0;         ///< data order
   std::size_t max_steps = 0;      ///< stop after this many steps (0: all epochs)
   std::size_t warmup_steps = 0;   ///< the learning rate ramps up linearly over these first steps
+  /// After the warmup: `constant`, or `cosine` from the optimiser's rate down to 0 at the last
+  /// step of the run (it takes the noise out of the last iterates; hogwild's stale steps need it most).
+  lr_schedule schedule = lr_schedule::constant;
+  /// hogwild: each worker's gradient enters its momentum scaled by 1 / (1 + tau), tau being the
+  /// updates the other workers applied between its read of the parameters and its own update
+  /// (staleness-aware asynchronous SGD, Zhang, Gupta, Lian and Liu, IJCAI 2016). One worker: tau = 0.
+  /// Under mpi<hogwild> tau counts this rank's workers only (the other ranks' updates are not seen).
+  bool scale_by_staleness = false;
   std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
   progress_bar bar = progress_bar::automatic;
   non_finite on_non_finite = non_finite::throw_error;
@@ -251,9 +262,16 @@ struct remote_home<mpi_comm> : mpi_comm::window {
 };
 #endif
 
-/// The optimiser at step `step` (0-based) of a run: the learning rate ramped over the warmup.
-inline sgd at_step(sgd opt, const fit_options& o, std::size_t step) {
-  if (step < o.warmup_steps) opt.lr *= float(step + 1) / float(o.warmup_steps);
+/// The optimiser at step `step` (0-based) of a run of `total` steps: the learning rate ramped
+/// over the warmup, then following the schedule.
+inline sgd at_step(sgd opt, const fit_options& o, std::size_t step, std::size_t total) {
+  if (step < o.warmup_steps) {
+    opt.lr *= float(step + 1) / float(o.warmup_steps);
+  } else if (o.schedule == lr_schedule::cosine && total > o.warmup_steps) {
+    // 1 at the first step after the warmup, 0 at step `total` (one past the last).
+    const double t = double(step - o.warmup_steps) / double(total - o.warmup_steps);
+    opt.lr = float(double(opt.lr) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * t)));
+  }
   return opt;
 }
 
@@ -557,7 +575,8 @@ private:
     constexpr bool packed = device_count > 1 || distributed;
     fit_result result;
     const auto start = clock::now();
-    detail::reporter report(o, detail::total_steps(data.size(), o), device_count);
+    const std::size_t total = detail::total_steps(data.size(), o);
+    detail::reporter report(o, total, device_count);
     std::size_t step = 0;
     const std::size_t shard = o.batch / replica_count();
     const std::size_t first_replica = std::size_t(comm_.rank()) * device_count;
@@ -629,7 +648,7 @@ private:
           continue;
         }
         std::vector<std::function<void()>> update;
-        const sgd opt = detail::at_step(opt_, o, step);
+        const sgd opt = detail::at_step(opt_, o, step, total);
         detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) {
           update.push_back([&, i] {
             const auto& r = *std::get<i>(replicas_);
@@ -670,6 +689,7 @@ private:
     const auto start = clock::now();
     std::atomic<std::size_t> next{0};  // this rank's steps: rank, rank + ranks, ...
     std::atomic<std::size_t> done{0};  // this rank's steps taken (applied or skipped)
+    std::atomic<std::size_t> applied{0};  // updates applied to the home copy, for the staleness
     const std::size_t per_epoch = data.size() / o.batch;
     const std::size_t total = detail::total_steps(data.size(), o);
     const std::size_t my_steps = (total + std::size_t(comm_.size()) - 1 - std::size_t(comm_.rank())) /
@@ -709,8 +729,9 @@ private:
             if (k >= my_steps) break;
             const std::size_t s = std::size_t(comm_.rank()) + k * std::size_t(comm_.size());
             const std::size_t epoch = s / per_epoch, first = (s % per_epoch) * o.batch;
-            const float lr = detail::at_step(opt_, o, s).lr;
+            const float lr = detail::at_step(opt_, o, s, total).lr;
             // Read the current (possibly stale, possibly mid-update) parameters.
+            const std::size_t seen = applied.load(std::memory_order_relaxed);
             if constexpr (distributed) {
               remote->read(staging.data());
             } else {
@@ -743,15 +764,18 @@ private:
               continue;
             }
             // The worker's own momentum, on its device; then lock-free updates of the home copy.
+            const float weight =
+                o.scale_by_staleness ? 1.f / float(1 + applied.load(std::memory_order_relaxed) - seen) : 1.f;
             if (mom != 0.f) {
               std::size_t t = 0;
               for (const auto& v : detail::segments(velocity.data(), local.parameters())) {
-                v = v * mom + local.gradients()[t];
+                v = v * mom + local.gradients()[t] * weight;
                 ++t;
               }
             } else {
               local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size_}));
             }
+            const float rate = mom != 0.f ? lr : lr * weight;
             const auto& step = mom != 0.f ? velocity : grad;
             const float* d = step.data();
             if constexpr (!std::is_same_v<D, cpu>) {
@@ -761,15 +785,16 @@ private:
             const auto n = static_cast<std::ptrdiff_t>(size_);
             if constexpr (distributed) {
               delta.resize(size_);
-              for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * lr);
+              for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * rate);
               remote->add(delta.data());
             } else {
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
 #endif
               for (std::ptrdiff_t e = 0; e < n; ++e)
-                std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * lr, std::memory_order_relaxed);
+                std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * rate, std::memory_order_relaxed);
             }
+            applied.fetch_add(1, std::memory_order_relaxed);
             done.fetch_add(1, std::memory_order_relaxed);
             std::lock_guard lock(result_mutex);
             report(result, result.curve.size() + 1, epoch, loss);
