@@ -234,40 +234,27 @@ TEST_CASE("non-finite steps: thrown, skipped or stopping the run, never applied"
       CHECK((message.find("nan") != std::string::npos) == loss);
       CHECK(t.parameters() == reference.parameters());
     }
-    {
+    // Both policies, one worker each (so hogwild is deterministic): stopping ends where sync
+    // stops and records the steps taken (3), not the 8 planned; a skipped step is a step taken.
+    auto stop_and_skip = [&]<class Policy>(Policy) {
       auto o = quiet(1, 64);
       o.on_non_finite = non_finite::stop;
-      data_parallel<sync_average, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
-      const auto r = t.fit(data, o);
-      CHECK(r.stopped);
-      CHECK(r.curve.size() == 3);
-      CHECK(t.parameters() == reference.parameters());
-    }
-    {
-      auto o = quiet(1, 64);
-      o.on_non_finite = non_finite::skip_step;
-      data_parallel<sync_average, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
-      const auto r = t.fit(data, o);
-      CHECK(r.skipped == 1);
-      CHECK(r.curve.size() == 8);
-      const auto p = t.parameters();
-      CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
-    }
-    {
-      // One hogwild worker is deterministic: it stops where sync stops, and records the steps
-      // it took (3), not the 8 it planned.
-      auto o = quiet(1, 64);
-      o.on_non_finite = non_finite::stop;
-      data_parallel<hogwild, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      data_parallel<Policy, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
       const auto r = t.fit(data, o);
       CHECK(r.stopped);
       CHECK(r.curve.size() == 3);
       CHECK(t.state().steps == 3);
       CHECK(t.parameters() == reference.parameters());
       o.on_non_finite = non_finite::skip_step;
-      data_parallel<hogwild, cpu> s{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
-      CHECK(s.fit(data, o).skipped == 1);
-      CHECK(s.state().steps == 8);  // a skipped step is a step taken
-    }
+      data_parallel<Policy, cpu> s{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      const auto skipped = s.fit(data, o);
+      CHECK(skipped.skipped == 1);
+      CHECK(skipped.curve.size() == 8);
+      CHECK(s.state().steps == 8);
+      const auto p = s.parameters();
+      CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
+    };
+    stop_and_skip(sync_average{});
+    stop_and_skip(hogwild{});
   }
 }

@@ -688,8 +688,7 @@ private:
     std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
     const auto start = clock::now();
     std::atomic<std::size_t> next{0};  // this rank's steps: rank, rank + ranks, ...
-    std::atomic<std::size_t> done{0};  // this rank's steps taken (applied or skipped)
-    std::atomic<std::size_t> applied{0};  // updates applied to the home copy, for the staleness
+    std::atomic<std::size_t> applied{0};  // this rank's updates of the home copy (the staleness, the steps)
     const std::size_t per_epoch = data.size() / o.batch;
     const std::size_t total = detail::total_steps(data.size(), o);
     const std::size_t my_steps = (total + std::size_t(comm_.size()) - 1 - std::size_t(comm_.rank())) /
@@ -759,7 +758,6 @@ private:
                 break;
               }
               ++result.skipped;
-              done.fetch_add(1, std::memory_order_relaxed);
               report(result, result.curve.size() + 1, epoch, loss);
               continue;
             }
@@ -795,7 +793,6 @@ private:
                 std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * rate, std::memory_order_relaxed);
             }
             applied.fetch_add(1, std::memory_order_relaxed);
-            done.fetch_add(1, std::memory_order_relaxed);
             std::lock_guard lock(result_mutex);
             report(result, result.curve.size() + 1, epoch, loss);
           }
@@ -807,8 +804,9 @@ private:
       });
     });
     detail::run_parallel(work);
-    // The steps taken, not those planned: a run that stopped early records where it stopped.
-    steps_done_ = done.load(std::memory_order_relaxed);
+    // The steps taken (applied or skipped), not those planned: a run that stopped early records
+    // where it stopped.
+    steps_done_ = applied.load(std::memory_order_relaxed) + result.skipped;
     if constexpr (distributed) {
       remote.reset();  // collective: every rank's updates are in rank 0's copy
       comm_.broadcast(home.data(), size_, 0);
