@@ -83,7 +83,7 @@ TEST_CASE("a failed allocation names the device and the bytes", "[tensor][errors
   }
 }
 
-TEST_CASE("tensors are move-only; copies are explicit", "[tensor]") {
+TEST_CASE("tensors are move-only, copies are explicit, a moved-from tensor is empty", "[tensor]") {
   STATIC_REQUIRE(!std::is_copy_constructible_v<tensor<float, cpu>>);
   STATIC_REQUIRE(!std::is_copy_assignable_v<tensor<float, cpu>>);
   STATIC_REQUIRE(std::is_nothrow_move_constructible_v<tensor<float, cpu>>);
@@ -100,6 +100,17 @@ TEST_CASE("tensors are move-only; copies are explicit", "[tensor]") {
   tensor<float, cpu> d(shape{2});
   d = copy(c);  // element copy into d's storage
   CHECK(d.to_vector() == std::vector<float>{9.f, 2.f});
+  // Move assignment empties its source too: shape, storage and name.
+  auto e = tensor<float, cpu, 2>(shape{2, 3}, 1.f).named("e");
+  tensor<float, cpu, 2> f;
+  f = std::move(e);
+  CHECK(f.shape() == shape{2, 3});
+  CHECK(f.name() == "e");
+  CHECK(e.empty());  // NOLINT(bugprone-use-after-move)
+  CHECK(e.shape() == shape{0, 0});
+  CHECK(e.data() == nullptr);
+  CHECK(e.name().empty());
+  CHECK(e.to_vector().empty());
 }
 
 TEST_CASE("cpu tensors have element access", "[tensor]") {

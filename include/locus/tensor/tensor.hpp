@@ -251,8 +251,20 @@ public:
     return *this;
   }
 
-  tensor(tensor&&) noexcept = default;
-  tensor& operator=(tensor&&) noexcept = default;
+  /// A moved-from tensor is empty (shape all zeros, no storage, no name).
+  tensor(tensor&& o) noexcept
+      : buf_(std::move(o.buf_)), shape_(std::exchange(o.shape_, locus::shape<Rank>{})), name_(std::move(o.name_)) {
+    o.name_.clear();
+  }
+  tensor& operator=(tensor&& o) noexcept {
+    if (this != &o) {
+      buf_ = std::move(o.buf_);
+      shape_ = std::exchange(o.shape_, locus::shape<Rank>{});
+      name_ = std::move(o.name_);
+      o.name_.clear();
+    }
+    return *this;
+  }
   tensor(const tensor&) = delete;             // copies are explicit: clone() or to<D>(t)
   tensor& operator=(const tensor&) = delete;  // element copies are explicit: t = copy(u)
   ~tensor() = default;
