@@ -74,6 +74,20 @@ struct store_as {
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return static_cast<T>(kernel(i)); }
 };
 
+/// One row of a rank-2 transform: out[r * cols + c] = kernel(r * cols + c, r, c) for every column.
+template <class K, class T>
+struct row_of {
+  K kernel;
+  T* out;
+  std::size_t cols;
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE void operator()(std::size_t r) const {
+    const std::size_t base = r * cols;
+    T* o = out + base;
+    for (std::size_t c = 0; c < cols; ++c) o[c] = static_cast<T>(kernel(base + c, r, c));
+  }
+};
+
 template <class T>
 struct constant {
   T value;
@@ -109,6 +123,31 @@ void transform(std::size_t n, const K& kernel, T* out) {
       throw cuda_error("thrust::transform", d.full_name(), e.code().value(), e.what());
     }
 #endif
+  }
+}
+
+/// out[i] = kernel(i) over a rows x cols range, i = r * cols + c. On the host the loop runs row by
+/// row and calls kernel(i, r, c), so kernels that broadcast a row or a column index it directly
+/// (one vector loop per row, no division per element); a GPU runs the flat transform.
+template <device D, class K, class T>
+void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out) {
+  if constexpr (runs_on_host<D>) {
+    constexpr device_id d = id_of<D>;
+    auto& reg = registry::instance();
+    reg.require(d);
+    if (rows == 0 || cols == 0) return;
+    reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+    const detail::row_of<K, T> f{kernel, out, cols};
+#if defined(_OPENMP)
+    if (rows > 1 && rows * cols >= serial_threshold) {
+      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
+                       thrust::counting_iterator<std::size_t>(rows), f);
+      return;
+    }
+#endif
+    for (std::size_t r = 0; r < rows; ++r) f(r);
+  } else {
+    transform<D>(rows * cols, kernel, out);
   }
 }
 

@@ -227,6 +227,28 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
       out[r] = static_cast<T>(reducer.finish(detail::serial_reduce(
                                                  [&](std::size_t c) { return kernel(r * cols + c); }, reducer, 0, cols),
                                              cols));
+  } else if constexpr (runs_on_host<D>) {
+    // Columns are strided: whole rows are folded into one accumulator per column (contiguous reads,
+    // a vector loop; the same order of operations as a column walk), blocks of columns in parallel.
+    registry::instance().require(id_of<D>);
+    registry::instance().counters(id_of<D>).launches.fetch_add(1, std::memory_order_relaxed);
+    using Acc = decltype(reducer.identity());
+    constexpr std::size_t block = 64;
+    const std::size_t blocks = (cols + block - 1) / block;
+    const K k = kernel;  // a local copy: its pointers stay in registers
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) if (blocks > 1 && rows * cols >= serial_threshold)
+#endif
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t c0 = b * block, width = std::min(block, cols - c0);
+      Acc acc[block];
+      for (std::size_t c = 0; c < width; ++c) acc[c] = reducer.identity();
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t base = r * cols + c0;
+        for (std::size_t c = 0; c < width; ++c) acc[c] = reducer.combine(acc[c], reducer.lift(k(base + c), r));
+      }
+      for (std::size_t c = 0; c < width; ++c) out[c0 + c] = static_cast<T>(reducer.finish(acc[c], rows));
+    }
   } else {
     transform<D>(outputs, detail::axis_reduce_fn<Axis, K, R>{kernel, reducer, rows, cols}, out);
   }

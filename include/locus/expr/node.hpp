@@ -70,6 +70,28 @@ using merge_t = typename detail::merge_all<Ls...>::type;
 
 // ---------------------------------------------------------------------------------------------
 // Kernels: what runs on the device. Trivially copyable, no names, no ownership.
+//
+// k(i) is element i. A rank-2 evaluation on the host also knows the row r and column c of i
+// (i == r * cols + c) and calls expr::at(k, i, r, c): broadcasting kernels take r or c instead of
+// dividing i, so a row loop over a bias add is a plain vector loop. Kernels without an `at`
+// member answer k(i), which is always right.
+
+LOCUS_EXEC_CHECK_DISABLE
+template <class K>
+LOCUS_HOST_DEVICE auto at(const K& k, std::size_t i, [[maybe_unused]] std::size_t r, [[maybe_unused]] std::size_t c) {
+  if constexpr (requires { k.at(i, r, c); }) return k.at(i, r, c);
+  else return k(i);
+}
+
+/// A rank-2 expression's kernel for a row loop: k(i), and k(i, r, c) = expr::at(k, i, r, c).
+template <class K>
+struct row_kernel {
+  K k;
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i); }
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto operator()(std::size_t i, std::size_t r, std::size_t c) const { return expr::at(k, i, r, c); }
+};
 
 template <class T>
 struct load_kernel {
@@ -87,6 +109,7 @@ struct row_broadcast_kernel {
   K k;
   divisor cols;
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.mod(i)); }
+  LOCUS_HOST_DEVICE auto at(std::size_t, std::size_t, std::size_t c) const { return k(c); }
 };
 /// col(v) in a rank-2 expression: a column, repeated over the columns.
 template <class K>
@@ -94,6 +117,7 @@ struct column_broadcast_kernel {
   K k;
   divisor cols;
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.div(i)); }
+  LOCUS_HOST_DEVICE auto at(std::size_t, std::size_t r, std::size_t) const { return k(r); }
 };
 template <class T>
 struct constant_kernel {
@@ -108,6 +132,8 @@ struct apply_kernel<Op, A> {
   A a;
   LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i)); }
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto at(std::size_t i, std::size_t r, std::size_t c) const { return op(expr::at(a, i, r, c)); }
 };
 template <class Op, class A, class B>
 struct apply_kernel<Op, A, B> {
@@ -116,6 +142,10 @@ struct apply_kernel<Op, A, B> {
   B b;
   LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i)); }
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto at(std::size_t i, std::size_t r, std::size_t c) const {
+    return op(expr::at(a, i, r, c), expr::at(b, i, r, c));
+  }
 };
 template <class Op, class A, class B, class C>
 struct apply_kernel<Op, A, B, C> {
@@ -125,6 +155,10 @@ struct apply_kernel<Op, A, B, C> {
   C c;
   LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return op(a(i), b(i), c(i)); }
+  LOCUS_EXEC_CHECK_DISABLE
+  LOCUS_HOST_DEVICE auto at(std::size_t i, std::size_t r, std::size_t col) const {
+    return op(expr::at(a, i, r, col), expr::at(b, i, r, col), expr::at(c, i, r, col));
+  }
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ namespace detail {
 struct column_of {
   expr::divisor cols;
   LOCUS_HOST_DEVICE std::int64_t operator()(std::size_t i) const { return static_cast<std::int64_t>(cols.mod(i)); }
+  LOCUS_HOST_DEVICE std::int64_t at(std::size_t, std::size_t, std::size_t c) const { return static_cast<std::int64_t>(c); }
 };
 template <class T, class D, class L>
 void check_labels(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels, const char* what) {

@@ -152,10 +152,26 @@ std::pair<tensor<float, D, 2>, tensor<std::int32_t, D>> gather(const data::label
   auto x = tensor<float, H, 2>::uninitialized_of(shape{count, cols});
   auto y = tensor<std::int32_t, H>::uninitialized_of(shape{count});
   const float* src = data.images.data();
+  float* dst = x.data();
+  std::int32_t* labels = y.data();
+  // Rows at random places in a large array: the copy waits on memory, so the host's threads copy
+  // rows side by side, each asking for a later row's first lines ahead of time.
+  constexpr std::size_t ahead = 4;
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) if (count * cols >= backend::serial_threshold)
+#endif
   for (std::size_t r = 0; r < count; ++r) {
+    if (r + ahead < count) {
+      const float* next = src + std::size_t(order[first + r + ahead]) * cols;
+#if defined(__GNUC__) || defined(__clang__)
+      for (std::size_t line = 0; line < 4; ++line) __builtin_prefetch(next + line * 16);
+#else
+      (void)next;
+#endif
+    }
     const std::size_t row = order[first + r];
-    std::copy(src + row * cols, src + (row + 1) * cols, x.data() + r * cols);
-    y.data()[r] = data.labels(row);
+    std::copy(src + row * cols, src + (row + 1) * cols, dst + r * cols);
+    labels[r] = data.labels(row);
   }
   if constexpr (std::is_same_v<H, D>) return {std::move(x), std::move(y)};
   else return {locus::to<D>(x), locus::to<D>(y)};
