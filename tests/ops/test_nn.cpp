@@ -80,6 +80,40 @@ TEMPLATE_LIST_TEST_CASE("softmax cross-entropy: the loss against a loop, the gra
   tensor<std::int32_t, D> short_labels{0, 1};
   CHECK_THROWS_WITH(softmax_cross_entropy(z, short_labels),
                     "locus: softmax_cross_entropy: 2 labels for logits of shape [6, 4]");
+  tensor<T, D, 2> no_classes(shape{6, 0});
+  CHECK_THROWS_WITH(softmax_cross_entropy(no_classes, labels),
+                    "locus: softmax_cross_entropy: logits of shape [6, 0] have no classes");
+}
+
+TEMPLATE_LIST_TEST_CASE("softmax cross-entropy: a label outside the classes picks none; large logits stay finite",
+                        "[ops][nn]", nn_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  // Row 0: label -1, row 1: label 3 (of 3 classes): the loss is the row's log-sum-exp and the
+  // gradient its softmax / rows. Row 2: logits near the float limit, label 2.
+  const std::vector<T> hz{T(1), T(2), T(3), T(0.5), T(-1), T(2), T(3e37), T(2e37), T(3e37)};
+  tensor<T, D, 2> z(shape{3, 3}, hz);
+  tensor<std::int32_t, D> labels{-1, 3, 2};
+  auto [loss, grad] = softmax_cross_entropy(z, labels);
+  double want = 0;
+  std::vector<double> want_grad(9);
+  for (std::size_t r = 0; r < 3; ++r) {
+    double m = -1e300, s = 0;
+    for (std::size_t c = 0; c < 3; ++c) m = std::max(m, double(hz[r * 3 + c]));
+    for (std::size_t c = 0; c < 3; ++c) s += std::exp(double(hz[r * 3 + c]) - m);
+    want += (m - (r == 2 ? double(hz[8]) : 0.0)) + std::log(s);
+    for (std::size_t c = 0; c < 3; ++c)
+      want_grad[r * 3 + c] = (std::exp(double(hz[r * 3 + c]) - m) / s - (r == 2 && c == 2 ? 1.0 : 0.0)) / 3;
+  }
+  want /= 3;
+  CHECK(std::isfinite(double(loss.item())));
+  CHECK(std::abs(double(loss.item()) - want) <= 1e-6 * std::abs(want));
+  const auto g = grad.to_vector();
+  for (std::size_t i = 0; i < 9; ++i) CHECK(std::abs(double(g[i]) - want_grad[i]) < 1e-6);
+  locus_test::log_capture log;
+  auto again = softmax_cross_entropy(z, labels);
+  REQUIRE(!log.lines.empty());
+  CHECK(log.lines.front() == "softmax_cross_entropy: (SoftmaxCrossEntropyWithLogits): " + locus_test::logged(id_of<D>));
 }
 
 TEMPLATE_LIST_TEST_CASE("dense layer backward against finite differences", "[ops][nn][gradient]", nn_cases) {

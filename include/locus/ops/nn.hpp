@@ -7,16 +7,19 @@
 //   one_hot<T>(labels, classes), col_index(shape)
 // Each step is a fused expression, reduction or matrix product evaluated with on<D>, so every
 // operand must live on the same device D (a compile error otherwise).
+#include <locus/backend/parallel.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/expr/operators.hpp>
+#include <locus/log.hpp>
 #include <locus/ops/matmul.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/placement/on.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -73,21 +76,60 @@ struct loss_and_gradient {
   tensor<T, D, 2> gradient;  ///< d loss / d z = (softmax(z) - one_hot(labels)) / rows
 };
 
+namespace detail {
+/// One row of softmax cross-entropy: the row's loss and its gradient row, in one pass over the
+/// logits (the exponentials are kept in the gradient row and scaled there). Acc: the sum's type.
+template <class T, class L, class Acc>
+struct softmax_xent_row {
+  const T* z;
+  const L* labels;
+  T* grad;
+  T* loss;
+  std::size_t classes;
+  T rows;
+  LOCUS_HOST_DEVICE void operator()(std::size_t r) const {
+    const T* zr = z + r * classes;
+    T* gr = grad + r * classes;
+    T m = zr[0];
+    for (std::size_t c = 1; c < classes; ++c) m = zr[c] > m ? zr[c] : m;
+    Acc s = 0;
+    for (std::size_t c = 0; c < classes; ++c) {
+      gr[c] = std::exp(zr[c] - m);
+      s += static_cast<Acc>(gr[c]);
+    }
+    const auto label = static_cast<std::int64_t>(labels[r]);  // out of range: no class is picked
+    const bool in_range = label >= 0 && static_cast<std::uint64_t>(label) < classes;
+    // -log softmax(z)[r, label] = (max - z[r, label]) + log(sum): the difference first, exact for
+    // large logits
+    loss[r] = (m - (in_range ? zr[label] : T(0))) + static_cast<T>(std::log(static_cast<T>(s)));
+    const T sum = static_cast<T>(s);
+    for (std::size_t c = 0; c < classes; ++c) gr[c] = gr[c] / sum / rows;
+    if (in_range) gr[label] -= T(1) / rows;
+  }
+};
+}  // namespace detail
+
 /// Softmax cross-entropy of logits z [rows, classes] against integer labels [rows], and its
-/// gradient, sharing the row maxima and sums. Throws shape_error when the counts differ.
+/// gradient: one kernel over the rows (each row's maximum, sum, loss and gradient together), then
+/// the mean of the row losses. Labels outside [0, classes) pick no class (the loss is the row's
+/// log-sum-exp, the gradient its softmax). Logged as SoftmaxCrossEntropyWithLogits. Throws
+/// shape_error when the counts differ.
 template <class T, device D, class L>
 [[nodiscard]] loss_and_gradient<T, D> softmax_cross_entropy(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels) {
   static_assert(std::is_floating_point_v<T>, "locus: softmax_cross_entropy needs floating-point logits");
   static_assert(std::is_integral_v<L>, "locus: softmax_cross_entropy takes integer labels");
   detail::check_labels(z, labels, "softmax_cross_entropy");
   const std::size_t rows = z.extent(0), classes = z.extent(1);
-  auto row_max = on<D>(max<1>(z));
-  auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
-  const auto is_label = col(labels) == col_index(shape{rows, classes});
-  // -log softmax(z)[i, label_i] = log(sum_i) + max_i - z[i, label_i]
-  auto picked = on<D>(sum<1>(where(is_label, z, T(0))));
-  auto loss = on<D>(mean(log(row_sum) + row_max - picked));
-  auto grad = on<D>((exp(z - col(row_max)) / col(row_sum) - cast<T>(is_label)) / T(rows));
+  if (classes == 0) throw shape_error("locus: softmax_cross_entropy: logits of shape " + z.shape().str() + " have no classes");
+  if (locus::detail::placement_log_enabled())
+    locus::detail::log_line("softmax_cross_entropy: (SoftmaxCrossEntropyWithLogits): " + locus::detail::log_device(id_of<D>));
+  auto grad = tensor<T, D, 2>::uninitialized_of(z.shape());
+  auto row_loss = tensor<T, D, 1>::uninitialized_of(shape{rows});
+  // The host sums each row's exponentials in double (as the host reductions do).
+  using acc = std::conditional_t<backend::runs_on_host<D> && std::is_same_v<T, float>, double, T>;
+  backend::for_each_index<D>(rows, detail::softmax_xent_row<T, L, acc>{z.data(), labels.data(), grad.data(),
+                                                                       row_loss.data(), classes, T(rows)});
+  auto loss = on<D>(mean(row_loss));
   return {std::move(loss), std::move(grad)};
 }
 
