@@ -85,7 +85,7 @@ TEMPLATE_LIST_TEST_CASE("softmax cross-entropy: the loss against a loop, the gra
                     "locus: softmax_cross_entropy: logits of shape [6, 0] have no classes");
 }
 
-TEMPLATE_LIST_TEST_CASE("softmax cross-entropy: a label outside the classes picks none; large logits stay finite",
+TEMPLATE_LIST_TEST_CASE("softmax cross-entropy: a label outside the classes picks none, large logits stay finite",
                         "[ops][nn]", nn_cases) {
   using D = typename TestType::device;
   using T = typename TestType::value;
