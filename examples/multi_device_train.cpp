@@ -1,7 +1,7 @@
 // The main job: trains the 784-256-10 MLP on Fashion-MNIST over N devices, synchronously
 // (sync_average) or asynchronously (hogwild), and shows where everything runs.
 //   multi_device_train [--policy sync|hogwild|both] [--devices 1|2|4] [--epochs E] [--batch B]
-//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine] [--staleness] [--max-steps S]
+//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine] [--staleness] [--lookahead] [--max-steps S]
 //                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
 //                      [--progress] [--log-device-placement] [--expect-accuracy A]
 // Under `mpirun -np R` (a build with MPI) the same command trains across the R ranks, each with
@@ -71,6 +71,7 @@ args parse(int argc, char** argv) {
     else if (k == "--momentum") a.opt.momentum = std::strtof(value().c_str(), nullptr);
     else if (k == "--warmup") a.fit.warmup_steps = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--staleness") a.fit.scale_by_staleness = true;
+    else if (k == "--lookahead") a.fit.lookahead = true;
     else if (k == "--schedule") {
       const auto v = value();
       if (v != "constant" && v != "cosine") usage("--schedule is constant or cosine");

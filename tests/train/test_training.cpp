@@ -196,7 +196,89 @@ TEST_CASE("staleness scaling leaves a single hogwild worker exactly as it was", 
   CHECK(plain.parameters() == scaled.parameters());
 }
 
+TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * momentum * v", "[train][hogwild][options]") {
+  const float lr = 0.1f, mom = 0.9f;
+  mlp<float> model({16, 12, 4}, 3);
+  auto data = synthetic(512, 4);
+  data_parallel<hogwild, cpu> plain{model, sgd{lr, mom}}, ahead{model, sgd{lr, mom}};
+  auto o = quiet(2, 64);
+  plain.fit(data, o);
+  o.lookahead = true;
+  ahead.fit(data, o);
+  // The same steps by hand: the model's gradient at the look-ahead point, then the momentum step.
+  replica_of<mlp<float>, cpu> r(std::make_shared<const mlp<float>>(model));
+  std::vector<float> theta(r.size()), v(r.size(), 0.f);
+  {
+    std::size_t at = 0;
+    for (const auto& p : r.parameters()) {
+      const auto h = p.to_vector();
+      std::copy(h.begin(), h.end(), theta.begin() + std::ptrdiff_t(at));
+      at += h.size();
+    }
+  }
+  for (std::size_t epoch = 0; epoch < 2; ++epoch) {
+    const auto order = locus::train::detail::shuffled(data.size(), o.seed, epoch);
+    for (std::size_t first = 0; first + 64 <= data.size(); first += 64) {
+      std::size_t at = 0;
+      for (const auto& p : r.parameters()) {
+        std::vector<float> point(p.size());
+        for (std::size_t e = 0; e < p.size(); ++e) point[e] = theta[at + e] - lr * mom * v[at + e];
+        locus::transfer(p, tensor_view<const float, cpu, 1>(point.data(), p.shape()));
+        at += p.size();
+      }
+      auto [x, y] = locus::train::detail::gather<cpu>(data, order, first, 64);
+      r.loss_and_grad(x, y);
+      at = 0;
+      for (const auto& g : r.gradients()) {
+        const auto hg = g.to_vector();
+        for (std::size_t e = 0; e < hg.size(); ++e) {
+          v[at + e] = v[at + e] * mom + hg[e];
+          theta[at + e] -= v[at + e] * lr;
+        }
+        at += hg.size();
+      }
+    }
+  }
+  const auto got = ahead.parameters(), without = plain.parameters();
+  REQUIRE(got.size() == theta.size());
+  double worst = 0, apart = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, double(std::abs(got[i] - theta[i])));
+    apart = std::max(apart, double(std::abs(without[i] - theta[i])));
+  }
+  CHECK(worst < 1e-5);   // the momenta's sum is accumulated by differences: not bit-exact
+  CHECK(apart > 1e-3);   // and the look-ahead changes the run
+}
+
+TEST_CASE("lookahead is refused where it has no meaning", "[train][options][errors]") {
+  mlp<float> model({16, 12, 4}, 3);
+  auto data = synthetic(256, 4);
+  auto o = quiet(1, 64);
+  o.lookahead = true;
+  data_parallel<hogwild, cpu> no_momentum{model, sgd{0.1f, 0.f}};
+  CHECK_THROWS_WITH(no_momentum.fit(data, o),
+                    "locus: fit: lookahead needs momentum and in-process hogwild (the momentum is 0)");
+  data_parallel<sync_average, cpu> sync{model, sgd{0.1f, 0.9f}};
+  CHECK_THROWS_WITH(sync.fit(data, o), "locus: fit: lookahead is for hogwild (sync_average's gradients are never stale)");
+  CHECK(sync.state().steps == 0);
+}
+
 #if LOCUS_HAS_GPUS
+TEST_CASE("hogwild with lookahead and staleness scaling on three threads trains the shared parameters",
+          "[train][hogwild][threads][options]") {
+  mlp<float> model({16, 12, 4}, 7);
+  auto data = synthetic(2048, 3);
+  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.02f, 0.9f}};
+  const double before = trainer.accuracy(data);
+  auto o = quiet(6, 32);
+  o.lookahead = true;
+  o.scale_by_staleness = true;
+  auto result = trainer.fit(data, o);
+  CHECK(result.curve.size() == 6 * (2048 / 32));
+  CHECK(trainer.accuracy(data) > 0.8);
+  CHECK(trainer.accuracy(data) > before + 0.2);
+}
+
 TEST_CASE("sync_average of a user's model on K devices equals one device", "[train][model][sync]") {
   softmax_regression<float> model(16, 4);
   auto data = synthetic(512, 7);

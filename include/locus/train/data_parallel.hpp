@@ -103,6 +103,14 @@ struct fit_options {
   /// (staleness-aware asynchronous SGD, Zhang, Gupta, Lian and Liu, IJCAI 2016). One worker: tau = 0.
   /// Under mpi<hogwild> tau counts this rank's workers only (the other ranks' updates are not seen).
   bool scale_by_staleness = false;
+  /// hogwild with momentum: each worker computes its gradient at a look-ahead of the parameters,
+  /// theta - lr * momentum * V, where V is the sum of all workers' momenta, kept beside the home
+  /// copy with the same lock-free updates (DANA-Zero: Hakimi, Barkai, Gabel and Schuster, "Taming
+  /// momentum in a distributed asynchronous environment", 2019). It estimates where the others'
+  /// momenta will have taken the parameters by the time this gradient lands. One worker: the
+  /// gradient is taken at theta - lr * momentum * v (Nesterov's point). In-process hogwild only
+  /// (config_error under mpi<hogwild>, with sync_average, or without momentum).
+  bool lookahead = false;
   std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
   progress_bar bar = progress_bar::automatic;
   non_finite on_non_finite = non_finite::throw_error;
@@ -386,6 +394,8 @@ public:
                            " is not a multiple of " + std::to_string(replica_count()) + " replicas (" +
                            std::to_string(comm_.size()) + " rank" + (comm_.size() == 1 ? "" : "s") + " x " +
                            std::to_string(device_count) + " device" + (device_count == 1 ? "" : "s") + ")");
+      if (options.lookahead)
+        throw config_error("locus: fit: lookahead is for hogwild (sync_average's gradients are never stale)");
       return fit_sync(data, options);
     } else {
       return fit_hogwild(data, options);
@@ -698,8 +708,13 @@ private:
     if (!o.checkpoint_path.empty())
       throw config_error("locus: fit: checkpoints during fit are for sync_average (hogwild's workers change the "
                          "parameters under any snapshot); call save() after fit");
+    if (o.lookahead && (distributed || opt_.momentum == 0.f))
+      throw config_error(std::string("locus: fit: lookahead needs momentum and in-process hogwild (") +
+                         (distributed ? "mpi<hogwild> has no shared momentum sum" : "the momentum is 0") + ")");
     seed_ = o.seed;
     std::vector<float> home = parameters();
+    // With lookahead: the sum of the workers' momenta, beside the home copy, touched the same way.
+    std::vector<float> momenta(o.lookahead ? size_ : 0, 0.f);
     fit_result result;
     std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
     const auto start = clock::now();
@@ -730,6 +745,7 @@ private:
         auto& grad = std::get<i>(grads_);
         auto& velocity = std::get<i>(velocity_);
         std::vector<float> staging(size_), step_host, delta;
+        std::vector<float> mine(o.lookahead ? size_ : 0, 0.f);  // this worker's share of `momenta`
         // A worker that fails stops the others at their next step; run_parallel rethrows its error.
         struct stop_all {
           std::atomic<std::size_t>& next;
@@ -755,6 +771,14 @@ private:
 #endif
               for (std::size_t e = 0; e < size_; ++e)
                 staging[e] = std::atomic_ref<float>(home[e]).load(std::memory_order_relaxed);
+              if (o.lookahead) {
+                const float ahead = lr * mom;
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
+#endif
+                for (std::size_t e = 0; e < size_; ++e)
+                  staging[e] -= ahead * std::atomic_ref<float>(momenta[e]).load(std::memory_order_relaxed);
+              }
             }
             std::size_t offset = 0;
             for (const auto& v : local.parameters()) {
@@ -807,6 +831,16 @@ private:
 #endif
               for (std::ptrdiff_t e = 0; e < n; ++e)
                 std::atomic_ref<float>(home[std::size_t(e)]).fetch_sub(d[e] * rate, std::memory_order_relaxed);
+              if (o.lookahead) {  // the momenta's sum follows this worker's new momentum
+#if defined(_OPENMP)
+#  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
+#endif
+                for (std::ptrdiff_t e = 0; e < n; ++e) {
+                  const std::size_t u = std::size_t(e);
+                  std::atomic_ref<float>(momenta[u]).fetch_add(d[e] - mine[u], std::memory_order_relaxed);
+                  mine[u] = d[e];
+                }
+              }
             }
             applied.fetch_add(1, std::memory_order_relaxed);
             std::lock_guard lock(result_mutex);
