@@ -1,7 +1,8 @@
 // The main job: trains the 784-256-10 MLP on Fashion-MNIST over N devices, synchronously
 // (sync_average) or asynchronously (hogwild), and shows where everything runs.
 //   multi_device_train [--policy sync|hogwild|both] [--devices 1|2|4] [--epochs E] [--batch B]
-//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine] [--staleness] [--lookahead] [--max-steps S]
+//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine]
+//                      [--staleness] [--lookahead] [--max-steps S]
 //                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
 //                      [--progress] [--log-device-placement] [--expect-accuracy A]
 // Under `mpirun -np R` (a build with MPI) the same command trains across the R ranks, each with
@@ -45,7 +46,8 @@ struct args {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "multi_device_train: %s\nusage: multi_device_train [--policy sync|hogwild] [--devices 1|2|4] "
-                       "[--epochs E] [--batch B] [--lr X] [--momentum M] [--max-steps S] [--seed K] [--data DIR] "
+                       "[--epochs E] [--batch B] [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] "
+                       "[--schedule constant|cosine] [--staleness] [--lookahead] [--max-steps S] [--seed K] [--data DIR] "
                        "[--csv FILE] [--log-device-placement] [--expect-accuracy A]\n", why);
   std::exit(2);
 }
