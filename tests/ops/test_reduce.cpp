@@ -137,46 +137,52 @@ TEMPLATE_LIST_TEST_CASE("broadcasting rows and columns over a matrix", "[ops][br
   CHECK_THROWS_AS(on<D>(m * col(bias)), shape_error);
 }
 
-// Above backend::serial_threshold elements the host runs rank-2 expressions row by row in parallel
-// (broadcasts indexed by row and column, no division) and axis-0 reductions in column blocks of 64:
-// odd extents so the last block is partial; in-place so the destination aliases an operand.
+// Above backend::serial_threshold elements the host runs rank-2 expressions in parallel row by row,
+// long rows in pieces of 4096 columns (broadcasts indexed by row and column, no division), and
+// axis-0 reductions in column blocks of 64: odd extents so the last piece and block are partial;
+// in place so the destination aliases an operand.
 TEMPLATE_LIST_TEST_CASE("large broadcasts and column reductions match a double-precision loop",
                         "[ops][broadcast][reduce][axis]", float_cases) {
   using D = typename TestType::device;
   using T = typename TestType::value;
-  const std::size_t rows = 211, cols = 149;
-  static_assert(211 * 149 >= backend::serial_threshold);
-  const auto hm = random_values<T>(rows * cols, -1, 1, 21);
-  const auto hb = random_values<T>(cols, -1, 1, 22);
-  const auto hs = random_values<T>(rows, -1, 1, 23);
-  tensor<T, D, 2> m(shape{rows, cols}, hm);
-  const tensor<T, D> bias(shape{cols}, hb), scale(shape{rows}, hs);
-  m = relu(m + bias) * col(scale) - col(scale) * bias * T(0.5);
-  const auto got = m.to_vector();
-  const auto col_sum = on<D>(sum<0>(m)).to_vector();
-  const auto col_sum_expr = on<D>(sum<0>(m * col(scale) + bias)).to_vector();
-  const auto col_arg = on<D>(argmax<0>(m)).to_vector();
-  const auto col_max = on<D>(max<0>(m)).to_vector();
-  std::vector<double> want(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r)
+  const auto check_shape = [](std::size_t rows, std::size_t cols) {
+    INFO("shape [" << rows << ", " << cols << "]");
+    REQUIRE(rows * cols >= backend::serial_threshold);
+    const auto hm = random_values<T>(rows * cols, -1, 1, 21);
+    const auto hb = random_values<T>(cols, -1, 1, 22);
+    const auto hs = random_values<T>(rows, -1, 1, 23);
+    tensor<T, D, 2> m(shape{rows, cols}, hm);
+    const tensor<T, D> bias(shape{cols}, hb), scale(shape{rows}, hs);
+    m = relu(m + bias) * col(scale) - col(scale) * bias * T(0.5);
+    const auto got = m.to_vector();
+    const auto col_sum = on<D>(sum<0>(m)).to_vector();
+    const auto col_sum_expr = on<D>(sum<0>(m * col(scale) + bias)).to_vector();
+    const auto col_arg = on<D>(argmax<0>(m)).to_vector();
+    const auto col_max = on<D>(max<0>(m)).to_vector();
+    std::vector<double> want(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const double v = double(hm[r * cols + c]) + double(hb[c]);
+        want[r * cols + c] = (v > 0 ? v : 0) * double(hs[r]) - 0.5 * double(hs[r]) * double(hb[c]);
+      }
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) wrong += !close(got[i], want[i], rel_tol<T>());
+    CHECK(wrong == 0);
+    std::size_t wrong_columns = 0;
     for (std::size_t c = 0; c < cols; ++c) {
-      const double v = double(hm[r * cols + c]) + double(hb[c]);
-      want[r * cols + c] = (v > 0 ? v : 0) * double(hs[r]) - 0.5 * double(hs[r]) * double(hb[c]);
+      double s = 0, se = 0;
+      std::size_t arg = 0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        s += double(got[r * cols + c]);
+        se += double(got[r * cols + c]) * double(hs[r]) + double(hb[c]);
+        if (got[r * cols + c] > got[arg * cols + c]) arg = r;
+      }
+      wrong_columns += !close(col_sum[c], s, 1e-4) || !close(col_sum_expr[c], se, 1e-4) ||
+                       col_arg[c] != static_cast<std::int64_t>(arg) || col_max[c] != got[arg * cols + c];
     }
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) wrong += !close(got[i], want[i], rel_tol<T>());
-  CHECK(wrong == 0);
-  for (std::size_t c = 0; c < cols; ++c) {
-    double s = 0, se = 0;
-    std::size_t arg = 0;
-    for (std::size_t r = 0; r < rows; ++r) {
-      s += double(got[r * cols + c]);
-      se += double(got[r * cols + c]) * double(hs[r]) + double(hb[c]);
-      if (got[r * cols + c] > got[arg * cols + c]) arg = r;
-    }
-    CHECK(close(col_sum[c], s, 1e-4));
-    CHECK(close(col_sum_expr[c], se, 1e-4));
-    CHECK(col_arg[c] == static_cast<std::int64_t>(arg));
-    CHECK(col_max[c] == got[arg * cols + c]);
-  }
+    CHECK(wrong_columns == 0);
+  };
+  check_shape(211, 149);
+  check_shape(3, 9001);  // rows of three pieces, the last 809 columns
+  check_shape(1, 20000);
 }

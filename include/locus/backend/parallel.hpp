@@ -74,17 +74,18 @@ struct store_as {
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return static_cast<T>(kernel(i)); }
 };
 
-/// One row of a rank-2 transform: out[r * cols + c] = kernel(r * cols + c, r, c) for every column.
+/// One tile of a rank-2 transform, a row or a piece of one (`span` columns at most):
+/// out[r * cols + c] = kernel(r * cols + c, r, c).
 template <class K, class T>
-struct row_of {
+struct row_tile {
   K kernel;
   T* out;
-  std::size_t cols;
+  std::size_t cols, span, tiles_per_row;
   LOCUS_EXEC_CHECK_DISABLE
-  LOCUS_HOST_DEVICE void operator()(std::size_t r) const {
-    const std::size_t base = r * cols;
-    T* o = out + base;
-    for (std::size_t c = 0; c < cols; ++c) o[c] = static_cast<T>(kernel(base + c, r, c));
+  LOCUS_HOST_DEVICE void operator()(std::size_t t) const {
+    const std::size_t r = t / tiles_per_row, c0 = (t % tiles_per_row) * span;
+    const std::size_t c1 = c0 + span < cols ? c0 + span : cols, base = r * cols;
+    for (std::size_t c = c0; c < c1; ++c) out[base + c] = static_cast<T>(kernel(base + c, r, c));
   }
 };
 
@@ -126,9 +127,10 @@ void transform(std::size_t n, const K& kernel, T* out) {
   }
 }
 
-/// out[i] = kernel(i) over a rows x cols range, i = r * cols + c. On the host the loop runs row by
-/// row and calls kernel(i, r, c), so kernels that broadcast a row or a column index it directly
-/// (one vector loop per row, no division per element); a GPU runs the flat transform.
+/// out[i] = kernel(i) over a rows x cols range, i = r * cols + c. On the host the loop runs over
+/// rows (long rows in pieces of 4096 columns, so a [1, n] range is parallel too) and calls
+/// kernel(i, r, c): kernels that broadcast a row or a column index it directly, one vector loop per
+/// piece, no division per element. A GPU runs the flat transform.
 template <device D, class K, class T>
 void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out) {
   if constexpr (runs_on_host<D>) {
@@ -137,15 +139,18 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
     reg.require(d);
     if (rows == 0 || cols == 0) return;
     reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
-    const detail::row_of<K, T> f{kernel, out, cols};
+    constexpr std::size_t span = 4096;
+    const std::size_t per_row = (cols + span - 1) / span;
+    const detail::row_tile<K, T> f{kernel, out, cols, span, per_row};
+    const std::size_t tiles = rows * per_row;
 #if defined(_OPENMP)
-    if (rows > 1 && rows * cols >= serial_threshold) {
+    if (tiles > 1 && rows * cols >= serial_threshold) {
       thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
-                       thrust::counting_iterator<std::size_t>(rows), f);
+                       thrust::counting_iterator<std::size_t>(tiles), f);
       return;
     }
 #endif
-    for (std::size_t r = 0; r < rows; ++r) f(r);
+    for (std::size_t t = 0; t < tiles; ++t) f(t);
   } else {
     transform<D>(rows * cols, kernel, out);
   }
