@@ -33,7 +33,8 @@ double median(std::vector<double> v) {
 }
 
 template <class Policy, class... Ds>
-double epoch_seconds(const data::labelled_images& train, int reps, float lr) {
+double epoch_seconds(const data::labelled_images& train, int reps, float lr,
+                     hogwild_writes writes = hogwild_writes::atomic_add) {
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     mlp<float> model({784, 256, 10}, 1);
@@ -43,6 +44,7 @@ double epoch_seconds(const data::labelled_images& train, int reps, float lr) {
     o.batch = 256;
     o.log_every = 0;
     o.bar = progress_bar::off;
+    o.writes = writes;
     t.push_back(trainer.fit(train, o).seconds);
   }
   return median(t);
@@ -133,6 +135,10 @@ int main(int argc, char** argv) {
   row("hogwild", 1, h1, s1);
   row("hogwild", 2, epoch_seconds<hogwild, gpu<0>, gpu<1>>(train, reps, 0.025f), s1);
   row("hogwild", 4, epoch_seconds<hogwild, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.0125f), s1);
+  constexpr auto ls = hogwild_writes::load_store;
+  row("hogwild, load_store", 1, epoch_seconds<hogwild, gpu<0>>(train, reps, 0.1f, ls), s1);
+  row("hogwild, load_store", 2, epoch_seconds<hogwild, gpu<0>, gpu<1>>(train, reps, 0.025f, ls), s1);
+  row("hogwild, load_store", 4, epoch_seconds<hogwild, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.0125f, ls), s1);
 #endif
   return 0;
 }

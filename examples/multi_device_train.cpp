@@ -2,7 +2,7 @@
 // (sync_average) or asynchronously (hogwild), and shows where everything runs.
 //   multi_device_train [--policy sync|hogwild|both] [--devices 1|2|4] [--epochs E] [--batch B]
 //                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine]
-//                      [--staleness] [--lookahead] [--max-steps S]
+//                      [--staleness] [--lookahead] [--writes atomic_add|load_store] [--max-steps S]
 //                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
 //                      [--progress] [--log-device-placement] [--expect-accuracy A]
 // Under `mpirun -np R` (a build with MPI) the same command trains across the R ranks, each with
@@ -47,7 +47,8 @@ struct args {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "multi_device_train: %s\nusage: multi_device_train [--policy sync|hogwild] [--devices 1|2|4] "
                        "[--epochs E] [--batch B] [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] "
-                       "[--schedule constant|cosine] [--staleness] [--lookahead] [--max-steps S] [--seed K] [--data DIR] "
+                       "[--schedule constant|cosine] [--staleness] [--lookahead] [--writes atomic_add|load_store] "
+                       "[--max-steps S] [--seed K] [--data DIR] "
                        "[--csv FILE] [--log-device-placement] [--expect-accuracy A]\n", why);
   std::exit(2);
 }
@@ -74,6 +75,11 @@ args parse(int argc, char** argv) {
     else if (k == "--warmup") a.fit.warmup_steps = std::strtoull(value().c_str(), nullptr, 10);
     else if (k == "--staleness") a.fit.scale_by_staleness = true;
     else if (k == "--lookahead") a.fit.lookahead = true;
+    else if (k == "--writes") {
+      const auto v = value();
+      if (v != "atomic_add" && v != "load_store") usage("--writes is atomic_add or load_store");
+      a.fit.writes = v == "load_store" ? hogwild_writes::load_store : hogwild_writes::atomic_add;
+    }
     else if (k == "--schedule") {
       const auto v = value();
       if (v != "constant" && v != "cosine") usage("--schedule is constant or cosine");

@@ -4,11 +4,13 @@
 #include <locus/train/data_parallel.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -61,19 +63,30 @@ std::string error_of(F&& f) {
 }
 
 /// A user's model: softmax regression that throws from loss_and_grad on device Bad once it has
-/// been called `after` times there (an injected fault).
+/// been called `after` times there (an injected fault). With others_wait (for hogwild, whose workers
+/// run independently), the other devices' calls wait (up to 10 s each) while they are more than 4
+/// calls per call of Bad ahead: otherwise a busy machine can keep Bad's thread off the cores until
+/// the others have taken every step, and the fault never happens.
 template <class Bad>
 struct faulty_model : softmax_regression<float> {
-  faulty_model(std::size_t in, std::size_t classes, int after)
-      : softmax_regression(in, classes), after_(after), calls_(std::make_shared<std::atomic<int>>(0)) {}
+  faulty_model(std::size_t in, std::size_t classes, int after, bool others_wait = false)
+      : softmax_regression(in, classes), after_(after), others_wait_(others_wait),
+        calls_(std::make_shared<std::atomic<int>>(0)) {}
   template <device D>
   auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
-    if constexpr (std::is_same_v<D, Bad>)
+    if constexpr (std::is_same_v<D, Bad>) {
       if (calls_->fetch_add(1) >= after_) throw std::runtime_error("injected fault on " + id_of<D>.full_name());
+    } else if (others_wait_) {
+      const int mine = others_->fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (mine > 4 * (calls_->load() + 1) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
     return softmax_regression::loss_and_grad(p, x, y);
   }
   int after_;
-  std::shared_ptr<std::atomic<int>> calls_;
+  bool others_wait_;
+  std::shared_ptr<std::atomic<int>> calls_;                                     // Bad's calls
+  std::shared_ptr<std::atomic<int>> others_ = std::make_shared<std::atomic<int>>(0);  // the other devices'
 };
 
 /// Softmax regression whose loss (poison_loss) or gradient turns NaN at its `at`-th call (from 0),

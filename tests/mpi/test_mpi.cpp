@@ -129,6 +129,23 @@ TEST_CASE("mpi<hogwild>: workers of both ranks train the parameters in rank 0's 
   CHECK(ranks.accuracy(data) > before + 0.2);
 }
 
+TEST_CASE("mpi<hogwild>: lookahead and load_store writes are refused on every rank", "[mpi][hogwild]") {
+  mlp<float> model({16, 4}, 1);
+  auto data = synthetic(128, 5);
+  data_parallel<mpi<hogwild>, cpu> ranks{model, sgd{0.1f, 0.9f}};
+  auto o = quiet(1, 32);
+  o.lookahead = true;
+  CHECK(error_of([&] { ranks.fit(data, o); }) ==
+        "locus: fit: lookahead needs momentum and in-process hogwild (mpi<hogwild> has no shared momentum sum)");
+  o.lookahead = false;
+  o.writes = hogwild_writes::load_store;
+  CHECK(error_of([&] { ranks.fit(data, o); }) ==
+        "locus: fit: hogwild_writes::load_store is for in-process hogwild (mpi<hogwild> adds with MPI_Accumulate)");
+  // Nothing was trained, and the job goes on: a plain fit still runs on both ranks.
+  o.writes = hogwild_writes::atomic_add;
+  CHECK(ranks.fit(data, o).curve.size() == 2);
+}
+
 int main(int argc, char** argv) {
   mpi_session session(argc, argv);
   const int failed = Catch::Session().run(argc, argv);

@@ -250,6 +250,18 @@ TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * mom
   CHECK(apart > 1e-3);   // and the look-ahead changes the run
 }
 
+TEST_CASE("hogwild_writes::load_store leaves a single hogwild worker exactly as it was", "[train][hogwild][options]") {
+  mlp<float> model({16, 12, 4}, 3);
+  auto data = synthetic(512, 4);
+  data_parallel<hogwild, cpu> rmw{model, sgd{0.1f, 0.9f}}, plain{model, sgd{0.1f, 0.9f}};
+  auto o = quiet(2, 64);
+  o.lookahead = true;  // both shared vectors: the parameters and the momenta's sum
+  rmw.fit(data, o);
+  o.writes = hogwild_writes::load_store;  // one writer: nothing can interleave, nothing is lost
+  plain.fit(data, o);
+  CHECK(rmw.parameters() == plain.parameters());
+}
+
 TEST_CASE("lookahead is refused where it has no meaning", "[train][options][errors]") {
   mlp<float> model({16, 12, 4}, 3);
   auto data = synthetic(256, 4);
@@ -264,7 +276,7 @@ TEST_CASE("lookahead is refused where it has no meaning", "[train][options][erro
 }
 
 #if LOCUS_HAS_GPUS
-TEST_CASE("hogwild with lookahead and staleness scaling on three threads trains the shared parameters",
+TEST_CASE("hogwild with lookahead, staleness scaling and load_store writes on three threads trains the shared parameters",
           "[train][hogwild][threads][options]") {
   mlp<float> model({16, 12, 4}, 7);
   auto data = synthetic(2048, 3);
@@ -273,6 +285,7 @@ TEST_CASE("hogwild with lookahead and staleness scaling on three threads trains 
   auto o = quiet(6, 32);
   o.lookahead = true;
   o.scale_by_staleness = true;
+  o.writes = hogwild_writes::load_store;  // plain atomic loads and stores: still no data race
   auto result = trainer.fit(data, o);
   CHECK(result.curve.size() == 6 * (2048 / 32));
   CHECK(trainer.accuracy(data) > 0.8);
@@ -292,7 +305,7 @@ TEST_CASE("sync_average of a user's model on K devices equals one device", "[tra
 }
 
 TEST_CASE("a failing hogwild worker stops the other threads and its error reaches fit's caller", "[train][hogwild][threads][faults]") {
-  faulty_model<gpu<1>> model(16, 4, 5);
+  faulty_model<gpu<1>> model(16, 4, 5, /*others_wait=*/true);
   auto data = synthetic(4096, 8);
   data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.1f, 0.9f}};
   CHECK(error_of([&] { trainer.fit(data, quiet(50, 32)); }) ==
@@ -323,7 +336,7 @@ TEST_CASE("faults injected at random steps: every run ends, on all threads, with
   std::mt19937 gen(2026);
   for (int run = 0; run < 6; ++run) {
     const int at = int(gen() % 40);
-    faulty_model<gpu<1>> model(16, 4, at);
+    faulty_model<gpu<1>> model(16, 4, at, /*others_wait=*/run % 2 == 0);  // hogwild's runs
     const std::string expected = "injected fault on /job:localhost/replica:0/task:0/device:GPU:1";
     if (run % 2 == 0) {
       data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.05f, 0.9f}};
