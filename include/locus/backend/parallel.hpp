@@ -89,6 +89,19 @@ struct row_tile {
   }
 };
 
+/// f(i) for i in [0, n) on the host: one OpenMP loop through Thrust when `parallel`, else a plain loop.
+template <class F>
+void host_for_each(std::size_t n, const F& f, [[maybe_unused]] bool parallel) {
+#if defined(_OPENMP)
+  if (parallel) {
+    thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
+                     thrust::counting_iterator<std::size_t>(n), f);
+    return;
+  }
+#endif
+  for (std::size_t i = 0; i < n; ++i) f(i);
+}
+
 template <class T>
 struct constant {
   T value;
@@ -143,14 +156,7 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
     const std::size_t per_row = (cols + span - 1) / span;
     const detail::row_tile<K, T> f{kernel, out, cols, span, per_row};
     const std::size_t tiles = rows * per_row;
-#if defined(_OPENMP)
-    if (tiles > 1 && rows * cols >= serial_threshold) {
-      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
-                       thrust::counting_iterator<std::size_t>(tiles), f);
-      return;
-    }
-#endif
-    for (std::size_t t = 0; t < tiles; ++t) f(t);
+    detail::host_for_each(tiles, f, tiles > 1 && rows * cols >= serial_threshold);
   } else {
     transform<D>(rows * cols, kernel, out);
   }
@@ -166,14 +172,7 @@ void for_each_index(std::size_t n, const F& f) {
   if (n == 0) return;
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
   if constexpr (runs_on_host<D>) {
-#if defined(_OPENMP)
-    if (n >= serial_threshold) {
-      thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
-                       thrust::counting_iterator<std::size_t>(n), f);
-      return;
-    }
-#endif
-    for (std::size_t i = 0; i < n; ++i) f(i);
+    detail::host_for_each(n, f, n >= serial_threshold);
   } else {
 #if LOCUS_HAS_CUDA
     cuda::device_guard guard(reg.physical_of(d.index), d);

@@ -121,8 +121,8 @@ struct fit_options {
   /// (config_error under mpi<hogwild>, with sync_average, or without momentum).
   bool lookahead = false;
   /// hogwild: how the workers' updates reach the shared parameters (and the momenta's sum). On the
-  /// 2-core test machine load_store made one epoch of the MLP 1.5x faster with 2 workers (0.23 s
-  /// against 0.35 s) at the same accuracy. In-process hogwild only (config_error under mpi<hogwild>,
+  /// 2-core test machine load_store made one epoch of the MLP 1.4x faster with 2 workers (0.23 s
+  /// against 0.33 s) at the same accuracy. In-process hogwild only (config_error under mpi<hogwild>,
   /// whose MPI_Accumulate is atomic per element).
   hogwild_writes writes = hogwild_writes::atomic_add;
   std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
@@ -794,15 +794,10 @@ private:
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
 #endif
-              for (std::size_t e = 0; e < size_; ++e)
-                staging[e] = std::atomic_ref<float>(home[e]).load(std::memory_order_relaxed);
-              if (o.lookahead) {
-                const float ahead = lr * mom;
-#if defined(_OPENMP)
-#  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
-#endif
-                for (std::size_t e = 0; e < size_; ++e)
-                  staging[e] -= ahead * std::atomic_ref<float>(momenta[e]).load(std::memory_order_relaxed);
+              for (std::size_t e = 0; e < size_; ++e) {
+                float t = std::atomic_ref<float>(home[e]).load(std::memory_order_relaxed);
+                if (o.lookahead) t -= lr * mom * std::atomic_ref<float>(momenta[e]).load(std::memory_order_relaxed);
+                staging[e] = t;
               }
             }
             std::size_t offset = 0;
@@ -855,13 +850,10 @@ private:
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
 #endif
-              for (std::ptrdiff_t e = 0; e < n; ++e) detail::add_to(home[std::size_t(e)], -(d[e] * rate), rmw);
-              if (o.lookahead) {  // the momenta's sum follows this worker's new momentum
-#if defined(_OPENMP)
-#  pragma omp parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1)
-#endif
-                for (std::ptrdiff_t e = 0; e < n; ++e) {
-                  const std::size_t u = std::size_t(e);
+              for (std::ptrdiff_t e = 0; e < n; ++e) {
+                const std::size_t u = std::size_t(e);
+                detail::add_to(home[u], -(d[e] * rate), rmw);
+                if (o.lookahead) {  // the momenta's sum follows this worker's new momentum
                   detail::add_to(momenta[u], d[e] - mine[u], rmw);
                   mine[u] = d[e];
                 }
