@@ -207,15 +207,7 @@ TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * mom
   ahead.fit(data, o);
   // The same steps by hand: the model's gradient at the look-ahead point, then the momentum step.
   replica_of<mlp<float>, cpu> r(std::make_shared<const mlp<float>>(model));
-  std::vector<float> theta(r.size()), v(r.size(), 0.f);
-  {
-    std::size_t at = 0;
-    for (const auto& p : r.parameters()) {
-      const auto h = p.to_vector();
-      std::copy(h.begin(), h.end(), theta.begin() + std::ptrdiff_t(at));
-      at += h.size();
-    }
-  }
+  std::vector<float> theta = flat(model.init<cpu>()), v(theta.size(), 0.f);
   for (std::size_t epoch = 0; epoch < 2; ++epoch) {
     const auto order = locus::train::detail::shuffled(data.size(), o.seed, epoch);
     for (std::size_t first = 0; first + 64 <= data.size(); first += 64) {

@@ -216,10 +216,12 @@ template <device D, int Axis, class K, class R, class T>
 void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& reducer, T* out) {
   static_assert(Axis == 0 || Axis == 1, "locus: a rank-2 reduction runs along axis 0 or 1");
   const std::size_t outputs = Axis == 1 ? rows : cols;
-  if constexpr (runs_on_host<D> && Axis == 1) {
-    // Rows are contiguous: each one gets the 16-accumulator loop.
+  if constexpr (runs_on_host<D>) {
     registry::instance().require(id_of<D>);
     registry::instance().counters(id_of<D>).launches.fetch_add(1, std::memory_order_relaxed);
+  }
+  if constexpr (runs_on_host<D> && Axis == 1) {
+    // Rows are contiguous: each one gets the 16-accumulator loop.
 #if defined(_OPENMP)
 #  pragma omp parallel for schedule(static) if (rows * cols >= serial_threshold)
 #endif
@@ -230,8 +232,6 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
   } else if constexpr (runs_on_host<D>) {
     // Columns are strided: whole rows are folded into one accumulator per column (contiguous reads,
     // a vector loop; the same order of operations as a column walk), blocks of columns in parallel.
-    registry::instance().require(id_of<D>);
-    registry::instance().counters(id_of<D>).launches.fetch_add(1, std::memory_order_relaxed);
     using Acc = decltype(reducer.identity());
     constexpr std::size_t block = 64;
     const std::size_t blocks = (cols + block - 1) / block;

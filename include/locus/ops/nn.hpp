@@ -122,7 +122,7 @@ template <class T, device D, class L>
   const std::size_t rows = z.extent(0), classes = z.extent(1);
   if (classes == 0) throw shape_error("locus: softmax_cross_entropy: logits of shape " + z.shape().str() + " have no classes");
   if (locus::detail::placement_log_enabled())
-    locus::detail::log_line("softmax_cross_entropy: (SoftmaxCrossEntropyWithLogits): " + locus::detail::log_device(id_of<D>));
+    locus::detail::log_visitor(id_of<D>).op("softmax_cross_entropy", "SoftmaxCrossEntropyWithLogits");
   auto grad = tensor<T, D, 2>::uninitialized_of(z.shape());
   auto row_loss = tensor<T, D, 1>::uninitialized_of(shape{rows});
   // The host sums each row's exponentials in double (as the host reductions do).

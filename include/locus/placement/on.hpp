@@ -135,7 +135,7 @@ template <device D, class N, class T, int R>
 void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   log_evaluation<D>(n);
   if constexpr (special_expression<N>) n.template write<D>(dst);
-  else if constexpr (R == 2 && backend::runs_on_host<D>)
+  else if constexpr (R == 2)
     backend::transform_rows<D>(dst.extent(0), dst.extent(1), expr::row_kernel<decltype(n.kernel())>{n.kernel()},
                                dst.data());
   else backend::transform<D>(dst.size(), n.kernel(), dst.data());
