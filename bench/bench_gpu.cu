@@ -1,14 +1,28 @@
 // GPU benchmarks (run by scripts/gpu-check.sh on a machine with a GPU), side by side in one run:
-//   fused elementwise and reductions as a fraction of the device-to-device copy bandwidth
-//   measured in the same run; matmul against a direct cublasSgemm call.
+//   - fused elementwise and reductions as a fraction of the device-to-device copy bandwidth
+//     measured in the same run, next to two baselines for the same triad: cub::DeviceTransform on
+//     raw pointers (what CCCL reaches) and a hand-written kernel running locus's own fused functor
+//     with four independent loads per thread (what locus could reach with another launcher);
+//   - matmul against a direct cublasSgemm call;
+//   - one Fashion-MNIST epoch of the 784-256-10 MLP (batch 256, SGD momentum) on 1 and 2 logical
+//     GPUs, against the same epoch's five matrix products per step as bare cublasSgemm calls.
+// Usage: bench_gpu [epochs]   (median of `epochs` training epochs, default 3; 0 skips training)
 #include "harness.hpp"
 
 #include <locus/locus.hpp>
+#include <locus/train/data_parallel.hpp>
 
+#include <cub/device/device_transform.cuh>
 #include <cublas_v2.h>
+#include <cuda/std/tuple>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 using namespace locus;
 using locus_bench::header;
@@ -25,20 +39,96 @@ double timed(F&& f) {
     backend::synchronize(g0);
   }, 9, 0.05);
 }
+
+struct triad_op {
+  __device__ float operator()(float x, float z) const { return 1.5f * x + z; }
+};
+
+/// out[i] = k(i) with four independent loads in flight per thread before any store.
+template <class K>
+__global__ void ilp4_kernel(K k, float* out, std::size_t n) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t base = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; base < n; base += 4 * stride) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const std::size_t j = base + u * stride;
+      if (j < n) v[u] = k(j);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const std::size_t j = base + u * stride;
+      if (j < n) out[j] = v[u];
+    }
+  }
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+template <class Policy, class... Ds>
+double epoch_seconds(const data::labelled_images& images, int reps, float lr, double* accuracy) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    train::mlp<float> model({784, 256, 10}, 1);
+    train::data_parallel<Policy, Ds...> trainer{model, train::sgd{lr, 0.9f}};
+    train::fit_options o;
+    o.epochs = 1;
+    o.batch = 256;
+    o.log_every = 0;
+    o.bar = train::progress_bar::off;
+    t.push_back(trainer.fit(images, o).seconds);
+    if (r + 1 == reps) *accuracy = trainer.accuracy(images);
+  }
+  return median(t);
+}
+
+/// The matrix products of one epoch alone, as bare cublasSgemm calls (row-major spelled as
+/// column-major with the operands swapped): per step x W1, h W2, h^T dz, dz W2^T, x^T dh.
+double cublas_floor_seconds(cublasHandle_t h, cudaStream_t s, std::size_t steps, int reps) {
+  constexpr int B = 256, I = 784, H = 256, O = 10;
+  float *x, *w1, *w2, *hid, *z, *dz, *dh, *dw1, *dw2;
+  float** buffers[] = {&x, &w1, &w2, &hid, &z, &dz, &dh, &dw1, &dw2};
+  const int sizes[] = {B * I, I * H, H * O, B * H, B * O, B * O, B * H, I * H, H * O};
+  for (int b = 0; b < 9; ++b) {
+    cudaMalloc(buffers[b], sizeof(float) * std::size_t(sizes[b]));
+    cudaMemset(*buffers[b], 0, sizeof(float) * std::size_t(sizes[b]));
+  }
+  const float one = 1.f, zero = 0.f;
+  const auto N = CUBLAS_OP_N, T = CUBLAS_OP_T;
+  std::vector<double> t;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < steps; ++k) {
+      cublasSgemm(h, N, N, H, B, I, &one, w1, H, x, I, &zero, hid, H);      // hid = x W1
+      cublasSgemm(h, N, N, O, B, H, &one, w2, O, hid, H, &zero, z, O);      // z = hid W2
+      cublasSgemm(h, N, T, O, H, B, &one, dz, O, hid, H, &zero, dw2, O);    // dW2 = hid^T dz
+      cublasSgemm(h, T, N, H, B, O, &one, w2, O, dz, O, &zero, dh, H);      // dh = dz W2^T
+      cublasSgemm(h, N, T, H, I, B, &one, dh, H, x, I, &zero, dw1, H);      // dW1 = x^T dh
+    }
+    cudaStreamSynchronize(s);
+    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (float* p : {x, w1, w2, hid, z, dz, dh, dw1, dw2}) cudaFree(p);
+  return median(t);
+}
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   if (gpu_count() == 0) {
     std::printf("bench_gpu: no GPU\n");
     return 1;
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, backend::registry::instance().physical_of(0));
-  std::printf("locus GPU benchmarks on %s\n", prop.name);
+  std::printf("locus GPU benchmarks on %s (%d multiprocessors)\n", prop.name, prop.multiProcessorCount);
   cudaStream_t s = backend::registry::instance().stream(g0);
 
   header("Bandwidth-bound kernels (fraction of the device-to-device copy bandwidth of this run)",
-         {"kernel", "n", "GB/s", "copy GB/s", "fraction"});
+         {"kernel", "n", "GB/s", "copy GB/s", "fraction of copy"});
   for (std::size_t n : {std::size_t{1} << 24, std::size_t{1} << 28}) {
     auto x = on<G>(random::uniform<float>(shape{n}, 1, 0.0, 1.0));
     auto z = on<G>(random::uniform<float>(shape{n}, 2, 0.0, 1.0));
@@ -46,6 +136,12 @@ int main() {
     const double t_copy = timed([&] { cudaMemcpyAsync(y.data(), x.data(), n * 4, cudaMemcpyDeviceToDevice, s); });
     const double copy_bw = 2.0 * 4 * double(n) / t_copy / 1e9;
     const double t_triad = timed([&] { y = 1.5f * x + z; });
+    const double t_cub = timed([&] {
+      cub::DeviceTransform::Transform(::cuda::std::make_tuple(x.data(), z.data()), y.data(), n, triad_op{}, s);
+    });
+    const auto k = expr::as_node(1.5f * x + z).kernel();
+    const int blocks = prop.multiProcessorCount * 8;
+    const double t_ilp = timed([&] { ilp4_kernel<<<blocks, 256, 0, s>>>(k, y.data(), n); });
     const double t_sum = timed([&] { auto r = on<G>(sum(x)); });
     const double t_dot = timed([&] { auto r = on<G>(dot(x, z)); });
     const auto row = [&](const char* name, double bytes, double t) {
@@ -53,12 +149,14 @@ int main() {
       std::printf("| %s | 2^%d | %.0f | %.0f | **%.2f** |\n", name, static_cast<int>(std::log2(double(n))), bw, copy_bw,
                   bw / copy_bw);
     };
-    row("y = a*x + z", 12.0 * double(n), t_triad);
-    row("sum(x)", 4.0 * double(n), t_sum);
-    row("dot(x, z)", 8.0 * double(n), t_dot);
+    row("locus: y = 1.5f * x + z", 12.0 * double(n), t_triad);
+    row("baseline: cub::DeviceTransform on pointers", 12.0 * double(n), t_cub);
+    row("candidate: locus functor, 4 loads per thread", 12.0 * double(n), t_ilp);
+    row("locus: sum(x)", 4.0 * double(n), t_sum);
+    row("locus: dot(x, z)", 8.0 * double(n), t_dot);
   }
 
-  header("matmul, float, against cublasSgemm", {"shape", "locus TFLOP/s", "cuBLAS TFLOP/s", "cuBLAS/locus"});
+  header("matmul, float, against cublasSgemm", {"shape", "locus TFLOP/s", "cuBLAS TFLOP/s", "locus / cuBLAS"});
   cublasHandle_t h;
   cublasCreate(&h);
   cublasSetStream(h, s);
@@ -76,6 +174,29 @@ int main() {
     const double flops = 2.0 * double(m) * double(n) * double(k);
     std::printf("| %zux%zu x %zux%zu | %.1f | %.1f | **%.3f** |\n", m, k, k, n, flops / t_locus / 1e12,
                 flops / t_cublas / 1e12, t_cublas / t_locus);
+  }
+
+  if (epochs > 0) {
+    const auto images = data::fashion_mnist::load_train();
+    const std::size_t steps = images.size() / 256;
+    const double examples = double(steps * 256);
+    if (gpu_count() < 2) configure_logical_gpus(2);
+    cudaStream_t s0 = backend::registry::instance().stream(g0);
+    cublasSetStream(h, s0);
+    const double floor = cublas_floor_seconds(h, s0, steps, epochs);
+    header("One epoch of the 784-256-10 MLP (batch 256, SGD momentum), median of " + std::to_string(epochs) +
+               " epochs; gpu<0> and gpu<1> are logical GPUs on one card",
+           {"run", "epoch s", "examples/sec", "matrix products alone s", "locus / floor time", "train accuracy"});
+    const auto row = [&](const char* name, double sec, double acc) {
+      std::printf("| %s | %.3f | %.0f | %.3f | %.2f | %.3f |\n", name, sec, examples / sec, floor, sec / floor, acc);
+    };
+    double acc = 0;
+    double t = epoch_seconds<train::sync_average, G>(images, epochs, 0.1f, &acc);
+    row("sync_average, gpu<0>", t, acc);
+    t = epoch_seconds<train::sync_average, G, gpu<1>>(images, epochs, 0.1f, &acc);
+    row("sync_average, gpu<0> gpu<1>", t, acc);
+    t = epoch_seconds<train::hogwild, G, gpu<1>>(images, epochs, 0.025f, &acc);
+    row("hogwild, gpu<0> gpu<1>", t, acc);
   }
   cublasDestroy(h);
   return 0;

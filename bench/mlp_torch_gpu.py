@@ -1,0 +1,51 @@
+"""Peer for bench_gpu's training table: the 784-256-10 MLP recipe of examples/multi_device_train
+(Glorot-uniform weights, zero biases, SGD lr 0.1 momentum 0.9, batch 256, one pass over a fresh
+permutation per epoch) in PyTorch on one GPU, the data resident on the GPU as locus keeps it.
+Usage: mlp_torch_gpu.py [epochs]. Reads the gzipped IDX files from LOCUS_FASHION_MNIST_DIR or
+/usr/share/datasets/fashion-mnist. Prints each epoch's seconds (training only, synchronised) and the
+median, in the lines scripts/gpu-check.sh reads."""
+import gzip, os, statistics, sys, time
+
+import numpy as np
+import torch
+
+
+def idx(name, offset):
+    d = os.environ.get("LOCUS_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
+    with gzip.open(os.path.join(d, name)) as f:
+        return np.frombuffer(f.read(), np.uint8, offset=offset)
+
+
+epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+dev = torch.device("cuda")
+torch.manual_seed(0)
+X = torch.from_numpy(idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255).to(dev)
+Y = torch.from_numpy(idx("train-labels-idx1-ubyte.gz", 8).astype(np.int64)).to(dev)
+model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
+for m in model:
+    if isinstance(m, torch.nn.Linear):
+        torch.nn.init.xavier_uniform_(m.weight)
+        torch.nn.init.zeros_(m.bias)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+lossf = torch.nn.CrossEntropyLoss()
+batch = 256
+steps = len(X) // batch
+times = []
+for ep in range(epochs):
+    perm = torch.randperm(len(X), device=dev)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for s in range(steps):
+        i = perm[s * batch:(s + 1) * batch]
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(X[i]), Y[i])
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - t0)
+    print(f"epoch {ep + 1}: {times[-1]:.3f} s ({steps * batch / times[-1]:.0f} examples/sec)", flush=True)
+with torch.no_grad():
+    acc = (model(X).argmax(1) == Y).float().mean().item()
+med = statistics.median(times)
+print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}: median epoch {med:.3f} s, "
+      f"{steps * batch / med:.0f} examples/sec, train accuracy {acc:.3f}")
