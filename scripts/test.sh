@@ -2,24 +2,25 @@
 # The test command (README, CI): installs what is missing, then
 #   host   the host build: tests on the cpu and on emulated GPUs, compile-fail tests, header
 #          checks, examples run with their output checked
+#   clang  the compile-fail rules and header checks again, compiled by clang++
 #   asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan   the tests that use threads under ThreadSanitizer
 #   fuzz   the libFuzzer targets (IDX reader, checkpoint loader) under ASan: their corpus, then a
 #          minute of fuzzing each
 #   cuda   the CUDA build by nvcc for sm_90: compiled, not run (CI has no GPU; scripts/gpu-check.sh
 #          runs it where one is)
-# Usage: scripts/test.sh [stage...]   (default: host asan tsan fuzz cuda)
+# Usage: scripts/test.sh [stage...]   (default: host clang asan tsan fuzz cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 stages=("$@")
-((${#stages[@]})) || stages=(host asan tsan fuzz cuda)
+((${#stages[@]})) || stages=(host clang asan tsan fuzz cuda)
 declare -a summary
 for stage in "${stages[@]}"; do
   start=$(date +%s)
   echo "=== stage $stage"
   case "$stage" in
-    host | asan | tsan | fuzz | cuda) cmake --workflow --preset "$stage" ;;
+    host | clang | asan | tsan | fuzz | cuda) cmake --workflow --preset "$stage" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
   summary+=("$stage: $(($(date +%s) - start)) s")

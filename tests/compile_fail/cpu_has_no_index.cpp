@@ -1,5 +1,6 @@
 // Every CPU is the one host device "/cpu:0": there is no cpu<1>.
-// expect: 'locus::cpu' is not a template
+// expect-gcc: 'locus::cpu' is not a template
+// expect-clang: expected '>'
 #include <locus/locus.hpp>
 int main() {
 #ifdef LOCUS_FIXED

@@ -1,5 +1,5 @@
 // A host tensor in an expression bound to a GPU.
-// expect: static assertion failed: locus: an operand lives on cpu but the expression is bound to gpu<0>
+// expect: locus: an operand lives on cpu but the expression is bound to gpu<0>
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::cpu> h{1.f};

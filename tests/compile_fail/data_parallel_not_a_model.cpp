@@ -1,5 +1,5 @@
 // Training something that does not meet the model interface (here: no predict).
-// expect: static assertion failed: locus: data_parallel: the model does not meet the model interface on every device of the list (see locus::train::model_on<M, D> in locus/train/model.hpp)
+// expect: locus: data_parallel: the model does not meet the model interface on every device of the list (see locus::train::model_on<M, D> in locus/train/model.hpp)
 #include <locus/train/data_parallel.hpp>
 
 struct half_a_model : locus::train::softmax_regression<float> {

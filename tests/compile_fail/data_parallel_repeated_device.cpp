@@ -1,5 +1,5 @@
 // A device listed twice in data_parallel's device list.
-// expect: static assertion failed: locus: data_parallel<Policy, Devices...>: a device appears twice in the list
+// expect: locus: data_parallel<Policy, Devices...>: a device appears twice in the list
 #include <locus/train/data_parallel.hpp>
 int main() {
   locus::train::mlp<float> model({4, 3}, 1);

@@ -1,8 +1,14 @@
 # Builds TARGET in BUILD_DIR; passes when the build fails and its output holds every
-# "// expect:" text of SOURCE.
-file(STRINGS ${SOURCE} _expects REGEX "^// expect: ")
+# "// expect:" text of SOURCE, and every "// expect-gcc:" (GNU) or "// expect-clang:" (Clang) text
+# for the compiler COMPILER. Locus's own rules are pinned by their message alone ("// expect:"),
+# which every compiler prints; only the language's own errors need a text per compiler.
+set(_tag gcc)
+if(COMPILER STREQUAL "Clang")
+  set(_tag clang)
+endif()
+file(STRINGS ${SOURCE} _expects REGEX "^// expect(-${_tag})?: ")
 if(NOT _expects)
-  message(FATAL_ERROR "${SOURCE} has no '// expect:' line")
+  message(FATAL_ERROR "${SOURCE} has no '// expect:' line for ${COMPILER}")
 endif()
 set(_cfg)
 if(CONFIG)
@@ -16,7 +22,7 @@ if(_rc EQUAL 0)
 endif()
 set(_missing)
 foreach(line IN LISTS _expects)
-  string(REPLACE "// expect: " "" _text "${line}")
+  string(REGEX REPLACE "^// expect(-${_tag})?: " "" _text "${line}")
   string(FIND "${_out}" "${_text}" _at)
   if(_at EQUAL -1)
     list(APPEND _missing "${_text}")

@@ -1,5 +1,5 @@
 // Element access exists only for tensors on the cpu.
-// expect: no match for call to
+// expect: locus: element access t(i, ...) is for cpu tensors
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::gpu<0>> x{1.f};

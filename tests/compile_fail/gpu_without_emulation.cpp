@@ -1,6 +1,6 @@
 // A host-only build (no nvcc, no emulation) has no gpu<N>.
 // variant: host
-// expect: static assertion failed: locus: gpu<N> needs a CUDA build (compile with nvcc) or GPU emulation (CMake option LOCUS_EMULATE_GPUS=ON, or define LOCUS_EMULATE_GPUS=1)
+// expect: locus: gpu<N> needs a CUDA build (compile with nvcc) or GPU emulation (CMake option LOCUS_EMULATE_GPUS=ON, or define LOCUS_EMULATE_GPUS=1)
 #include <locus/locus.hpp>
 int main() {
 #ifdef LOCUS_FIXED

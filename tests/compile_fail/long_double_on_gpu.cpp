@@ -1,5 +1,5 @@
 // long double has no GPU kernels (device code has no long double).
-// expect: static assertion failed: locus: Could not satisfy explicit device specification '/device:GPU:1' because no supported kernel for GPU devices is available
+// expect: locus: Could not satisfy explicit device specification '/device:GPU:1' because no supported kernel for GPU devices is available
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<long double, locus::gpu<1>> x{1.0L};

@@ -1,5 +1,5 @@
 // An expression that mixes devices, assigned without on<>: checked against the destination.
-// expect: static assertion failed: locus: an operand lives on gpu<0> but the expression is bound to gpu<1>
+// expect: locus: an operand lives on gpu<0> but the expression is bound to gpu<1>
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::gpu<0>> x{1.f};

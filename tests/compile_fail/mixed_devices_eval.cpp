@@ -1,6 +1,6 @@
 // eval() of an expression whose operands live on two devices.
-// expect: static assertion failed: locus: eval(expr): the operands of this expression live on different devices
-// expect: mixed_devices<locus::expr::type_list<locus::gpu<0>, locus::gpu<1> >
+// expect: locus: eval(expr): the operands of this expression live on different devices
+// expect: locus::gpu<0>, locus::gpu<1>
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::gpu<0>> x{1.f};

@@ -1,5 +1,5 @@
 // mpi<P> in a build without MPI (no <mpi.h> on the include path).
-// expect: static assertion failed: locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, find_package(MPI) and link MPI::MPI_CXX)
+// expect: locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, find_package(MPI) and link MPI::MPI_CXX)
 // variant: host
 #include <locus/train/data_parallel.hpp>
 int main() {

@@ -1,5 +1,5 @@
 // on<D> with something that is not a device tag.
-// expect: static assertion failed: locus: on<D>(expr): D must be a device tag, locus::cpu or locus::gpu<N>
+// expect: locus: on<D>(expr): D must be a device tag, locus::cpu or locus::gpu<N>
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::cpu> a{1.f};

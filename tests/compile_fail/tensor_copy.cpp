@@ -1,5 +1,6 @@
 // Tensors are move-only: a copy of device memory is always spelled out.
-// expect: use of deleted function
+// expect-gcc: use of deleted function
+// expect-clang: call to deleted constructor of 'locus::tensor<float, locus::cpu>'
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::cpu> a{1.f};

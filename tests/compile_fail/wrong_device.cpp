@@ -1,5 +1,5 @@
 // on<gpu<1>>(x + y) with x on gpu<0>.
-// expect: static assertion failed: locus: an operand lives on gpu<0> but the expression is bound to gpu<1>; copy it first with locus::to<gpu<1>>(x), or opt in with on<gpu<1>, locus::implicit_transfers>(expr)
+// expect: locus: an operand lives on gpu<0> but the expression is bound to gpu<1>; copy it first with locus::to<gpu<1>>(x), or opt in with on<gpu<1>, locus::implicit_transfers>(expr)
 #include <locus/locus.hpp>
 int main() {
   locus::tensor<float, locus::gpu<0>> x{1.f};

@@ -51,7 +51,9 @@ TEST_CASE("IDX files are read gzip-compressed or raw", "[data][idx]") {
 
 TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[data][idx][errors]") {
   const auto missing = (std::filesystem::temp_directory_path() / "locus_idx_test" / "nope.gz").string();
-  CHECK_THROWS_WITH(data::read_idx(missing), "locus: " + missing + ": cannot open the file");
+  CHECK_THROWS_WITH(data::read_idx(missing), "locus: " + missing + ": cannot open the file: No such file or directory");
+  CHECK_THROWS_WITH(data::read_idx(std::filesystem::temp_directory_path().string()),
+                    Catch::Contains("cannot read the file: it is a directory"));
   auto bad_magic = idx_bytes({4}, 4);
   bad_magic[1] = 7;
   auto p = write("magic.gz", bad_magic, true);
@@ -71,7 +73,41 @@ TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[dat
   p = write("extra.raw", idx_bytes({3}, 5), false);
   CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": 2 bytes past the end of the data at offset 11");
   p = write("zero.gz", idx_bytes({0}, 0), true);
-  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": dimension 0 at offset 4 is 0, not a usable extent");
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": dimension 0 at offset 4 is 0, not a usable extent (at most " +
+                                           std::to_string(data::max_idx_bytes) + " data bytes in all)");
+  p = write("huge.gz", idx_bytes({65536, 65536, 2}, 0), true);
+  CHECK_THROWS_WITH(data::read_idx(p), Catch::Contains("dimension 2 at offset 12 is 2, not a usable extent"));
+}
+
+TEST_CASE("a small gzip file that inflates far past what its header announces is refused without inflating it all",
+          "[data][idx][errors]") {
+  // 16 data bytes announced, 256 MiB of zeros behind them (about 250 KB compressed): the reader
+  // inflates the 16, then at most 1 MiB more to report the excess.
+  const auto path = (std::filesystem::temp_directory_path() / "locus_idx_test" / "bomb.gz").string();
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  gzFile f = gzopen(path.c_str(), "wb9");
+  const auto head = idx_bytes({16}, 16);
+  gzwrite(f, head.data(), static_cast<unsigned>(head.size()));
+  std::vector<std::uint8_t> zeros(std::size_t{1} << 20, 0);
+  for (int i = 0; i < 256; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
+  gzclose(f);
+  CHECK_THROWS_WITH(data::read_idx(path), "locus: " + path + ": 1048576 or more bytes past the end of the data at offset 24");
+  // A header that announces 4 GB over a file of 100 bytes: truncated, reported, nothing like 4 GB allocated.
+  auto liar = idx_bytes({65536, 65536}, 100);
+  const auto p = write("liar.gz", liar, true);
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": truncated: the dimensions need 4294967296 data bytes from offset 12, "
+                                       "the file has 100");
+}
+
+TEST_CASE("labels outside the classes are refused with the file and the offset", "[data][idx][errors]") {
+  const auto images = write("img10.gz", idx_bytes({3, 2, 2}, 12), true);
+  auto lab = idx_bytes({3}, 0);
+  for (std::uint8_t v : {std::uint8_t(9), std::uint8_t(12), std::uint8_t(0)}) lab.push_back(v);
+  const auto labels = write("lab10.gz", lab, true);
+  CHECK(data::read_labelled(images, labels).size() == 3);  // no class count: any byte is a label
+  CHECK_THROWS_WITH(data::read_labelled(images, labels, 10),
+                    "locus: " + labels + ": label 12 at offset 9 (example 1) is outside [0, 10)");
+  CHECK_THROWS_AS(data::read_labelled(images, labels, 10), data_error);
 }
 
 TEST_CASE("images and labels must agree", "[data][idx]") {

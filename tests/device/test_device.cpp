@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 using namespace locus;
 
@@ -131,3 +132,25 @@ TEST_CASE("a host-only build has exactly one device and no logical GPUs", "[devi
                     "[ /job:localhost/replica:0/task:0/cpu:0 ]");
 }
 #endif
+
+// Run by the test env:malformed_gpu_variables with LOCUS_EMULATED_GPUS=2x: cpu-only work runs; the
+// first GPU use throws the variable's error, and so does every later one (not a crash, not a hang).
+TEST_CASE("a malformed GPU variable leaves the cpu usable and names itself at the first GPU use", "[.env-bad]") {
+  tensor<float, cpu> a{1.f, 2.f};
+  CHECK(on<cpu>(a + 1.f).to_vector() == std::vector<float>{2.f, 3.f});
+  CHECK(available_devices().size() == 1);
+  CHECK(gpu_count() == 0);
+#if LOCUS_HAS_GPUS
+  for (int i = 0; i < 2; ++i)
+    CHECK_THROWS_WITH((tensor<float, gpu<0>>{1.f}),
+                      Catch::Contains("environment variable LOCUS_EMULATED_GPUS=\"2x\" is not a device count"));
+#endif
+}
+
+TEST_CASE("shapes refuse negative extents by name", "[device][shape][errors]") {
+  CHECK_THROWS_WITH((shape{-1, 0}), "locus: shape: extent 0 is -1; extents are 0 or more");
+  CHECK_THROWS_AS((shape{3, -2}), shape_error);
+  CHECK_THROWS_AS((tensor<float, cpu, 2>(shape{2, -3})), shape_error);
+  CHECK(shape{2, 3}.size() == 6);
+  CHECK(shape{std::size_t{4}}.size() == 4);
+}

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -213,4 +215,53 @@ TEST_CASE("the broadcasting divisor equals / and % on every operand size", "[exp
       REQUIRE(div.mod(i) == i % d);
     }
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("operands that partly overlap the destination are read before it is written",
+                        "[expr][assign][overlap]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  // A shifted view of the same tensor (numpy: t[1:9] = t[0:8] * 1 gives 0 0 1 2 3 4 5 6 7), large
+  // enough for the host's parallel path.
+  const std::size_t n = std::size_t{1} << 16;
+  std::vector<T> host(n + 1);
+  for (std::size_t i = 0; i <= n; ++i) host[i] = T(i % 1000);
+  tensor<T, D> t(host);
+  tensor_view<T, D> dst(t.data() + 1, shape{n}), src(t.data(), shape{n});
+  dst = src * T(1);
+  const auto got = t.to_vector();
+  std::size_t wrong = got[0] != T(0);
+  for (std::size_t i = 1; i <= n; ++i) wrong += got[i] != host[i - 1];
+  CHECK(wrong == 0);
+  // A row of a matrix broadcast over the same matrix: m = m - row 0 (numpy: 0 0 2 2 4 4).
+  tensor<T, D, 2> m{{T(1), T(2)}, {T(3), T(4)}, {T(5), T(6)}};
+  tensor_view<const T, D> row0(m.data(), shape{2});
+  m = m - row0;
+  CHECK(m.to_vector() == std::vector<T>{T(0), T(0), T(2), T(2), T(4), T(4)});
+  // Exact aliasing stays in place, with no temporary: one kernel, the same storage.
+  tensor<T, D> a{T(1), T(2), T(3)}, b{T(1), T(1), T(1)};
+  const T* storage = a.data();
+  const auto launches = kernel_launches(id_of<D>);
+  a = a + b;
+  CHECK(kernel_launches(id_of<D>) == launches + 1);
+  CHECK(a.data() == storage);
+  CHECK(a.to_vector() == std::vector<T>{T(2), T(3), T(4)});
+}
+
+TEST_CASE("integer division by zero and INT_MIN / -1 give numpy's answers, never a signal", "[expr][integers]") {
+  constexpr auto lo = std::numeric_limits<std::int32_t>::min();
+  tensor<std::int32_t, cpu> x{7, -7, lo, lo, 0, 5};
+  tensor<std::int32_t, cpu> y{0, 0, -1, 0, 0, -1};
+  CHECK(on<cpu>(x / y).to_vector() == std::vector<std::int32_t>{0, 0, lo, 0, 0, -5});
+  tensor<std::int64_t, cpu> x64{std::numeric_limits<std::int64_t>::min(), 9};
+  tensor<std::int64_t, cpu> y64{-1, 0};
+  CHECK(on<cpu>(x64 / y64).to_vector() == std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(), 0});
+#if LOCUS_HAS_GPUS
+  CHECK(on<gpu<0>>(to<gpu<0>>(x) / to<gpu<0>>(y)).to_vector() == std::vector<std::int32_t>{0, 0, lo, 0, 0, -5});
+#endif
+  tensor<float, cpu> f{1.f, -1.f, 0.f};
+  const auto q = on<cpu>(f / 0.f).to_vector();
+  CHECK(q[0] == std::numeric_limits<float>::infinity());
+  CHECK(q[1] == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(q[2]));
 }

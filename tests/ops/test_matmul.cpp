@@ -1,5 +1,6 @@
 #include "../common/test_support.hpp"
 
+#include <cmath>
 #include <vector>
 
 using namespace locus;
@@ -96,3 +97,54 @@ TEST_CASE("matmul is placed like any expression", "[ops][matmul][placement]") {
   CHECK(log.lines.back() == "matmul: (MatMul): " + locus_test::logged({device_kind::gpu, 1}));
 }
 #endif
+
+TEMPLATE_LIST_TEST_CASE("C += matmul(A, B) into an empty C is refused, into a [0, n] product it does nothing",
+                        "[ops][matmul][errors]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 2> a(shape{2, 3}, T(1)), b(shape{3, 2}, T(1));
+  {
+    // Leave a recycled block of the product's size in the arena, holding large values.
+    tensor<T, D, 2> junk(shape{2, 2}, T(1000));
+  }
+  tensor<T, D, 2> c;
+  CHECK_THROWS_WITH(c += matmul(a, b), Catch::Contains("C is empty"));
+  CHECK(c.empty());
+  c = matmul(a, b);
+  c += matmul(a, b);
+  CHECK(c.to_vector() == std::vector<T>(4, T(6)));
+  tensor<T, D, 2> a0(shape{0, 3}), c0(shape{0, 2});
+  c0 += matmul(a0, b);
+  CHECK(c0.empty());
+}
+
+TEMPLATE_LIST_TEST_CASE("extents past BLAS's int go to a path that counts in 64 bits", "[ops][matmul][large]",
+                        float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  // Operands past INT_MAX need 16 GB; the limit is lowered instead, so the same dispatch runs on
+  // small ones: the results must equal the plain BLAS path's, transposes and accumulation included.
+  const std::size_t m = 37, k = 150, n = 41;
+  const auto ha = locus_test::random_values<T>(m * k, -1, 1, 1), hb = locus_test::random_values<T>(k * n, -1, 1, 2);
+  tensor<T, D, 2> a(shape{m, k}, ha), b(shape{k, n}, hb), at(shape{k, m}, ha);
+  const auto plain = on<D>(matmul(a, b)).to_vector();
+  const auto plain_t = on<D>(matmul(transpose(at), b)).to_vector();
+  struct restore {
+    std::size_t saved = backend::detail::blas_int_limit;
+    ~restore() { backend::detail::blas_int_limit = saved; }
+  } guard;
+  for (std::size_t limit : {std::size_t{100}, std::size_t{40}}) {
+    backend::detail::blas_int_limit = limit;
+    const auto big = on<D>(matmul(a, b)).to_vector();
+    const auto big_t = on<D>(matmul(transpose(at), b)).to_vector();
+    tensor<T, D, 2> acc = on<D>(matmul(a, b));
+    acc += matmul(a, b);
+    const auto twice = acc.to_vector();
+    REQUIRE(big.size() == plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      CHECK(std::abs(double(big[i]) - double(plain[i])) <= 1e-4 * (1 + std::abs(double(plain[i]))));
+      CHECK(std::abs(double(big_t[i]) - double(plain_t[i])) <= 1e-4 * (1 + std::abs(double(plain_t[i]))));
+      CHECK(std::abs(double(twice[i]) - 2 * double(plain[i])) <= 2e-4 * (1 + std::abs(double(plain[i]))));
+    }
+  }
+}

@@ -189,7 +189,16 @@ TEST_CASE("counter-based random numbers are the same on every device and have th
   const auto g = on<cpu>(random::normal<double>(shape{n}, 7, 2.0, 0.5)).to_vector();
 #if LOCUS_HAS_GPUS
   CHECK(on<gpu<0>>(random::uniform<float>(shape{n}, 7, -1.0, 3.0)).to_vector() == u);
-  CHECK(on<gpu<1>>(random::normal<double>(shape{n}, 7, 2.0, 0.5)).to_vector() == g);
+  const auto g1 = on<gpu<1>>(random::normal<double>(shape{n}, 7, 2.0, 0.5)).to_vector();
+#  if LOCUS_HAS_CUDA
+  // CUDA's double log and cos may differ from the host's libm in the last bit (seen on an H200).
+  REQUIRE(g1.size() == g.size());
+  std::size_t far = 0;
+  for (std::size_t i = 0; i < n; ++i) far += std::abs(g1[i] - g[i]) > 1e-14 * std::abs(g[i]);
+  CHECK(far == 0);
+#  else
+  CHECK(g1 == g);
+#  endif
 #endif
   CHECK(on<cpu>(random::uniform<float>(shape{n}, 7, -1.0, 3.0)).to_vector() == u);  // deterministic
   CHECK(on<cpu>(random::uniform<float>(shape{n}, 8, -1.0, 3.0)).to_vector() != u);  // the seed matters

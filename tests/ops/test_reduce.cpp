@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 using namespace locus;
@@ -185,4 +187,58 @@ TEMPLATE_LIST_TEST_CASE("large broadcasts and column reductions match a double-p
   check_shape(211, 149);
   check_shape(3, 9001);  // rows of three pieces, the last 809 columns
   check_shape(1, 20000);
+}
+
+TEMPLATE_LIST_TEST_CASE("max, min and argmax follow numpy with NaN and infinities, and empty inputs are refused",
+                        "[ops][reduce][nan]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  tensor<T, D> just_nan{nan};
+  CHECK(std::isnan(on<D>(max(just_nan)).item()));
+  CHECK(std::isnan(on<D>(min(just_nan)).item()));
+  for (std::size_t at : {std::size_t(0), std::size_t(3), std::size_t(5000)}) {
+    std::vector<T> h(6000, T(1));
+    h[at] = nan;
+    h[at + (5999 - at) / 2 + 1] = nan;  // a second NaN later: argmax names the first
+    tensor<T, D> x(h);
+    CHECK(std::isnan(on<D>(max(x)).item()));
+    CHECK(std::isnan(on<D>(min(x)).item()));
+    CHECK(on<D>(argmax(x)).item() == std::int64_t(at));
+  }
+  tensor<T, D> minus_inf{-inf, -inf};
+  CHECK(on<D>(max(minus_inf)).item() == -inf);
+  tensor<T, D> plus_inf{inf, inf};
+  CHECK(on<D>(min(plus_inf)).item() == inf);
+  CHECK(on<D>(argmax(minus_inf)).item() == 0);
+  tensor<T, D> empty(shape{0});
+  CHECK_THROWS_WITH((void)on<D>(max(empty)), "locus: max of an empty input (shape [0]): it has no elements to choose from");
+  CHECK_THROWS_AS((void)on<D>(min(empty)), shape_error);
+  CHECK_THROWS_AS((void)on<D>(argmax(empty)), shape_error);
+  tensor<T, D, 2> no_cols(shape{3, 0});
+  CHECK_THROWS_AS((void)on<D>(max<1>(no_cols)), shape_error);
+  CHECK(on<D>(max<0>(no_cols)).empty());  // no columns: nothing to choose, nothing asked
+  CHECK(on<D>(sum(empty)).item() == T(0));  // a sum has its identity
+}
+
+TEST_CASE("integer and bool sums accumulate in 64 bits, as numpy", "[ops][reduce][integers]") {
+  tensor<std::int32_t, cpu> big(shape{3}, std::numeric_limits<std::int32_t>::max());
+  static_assert(std::is_same_v<decltype(on<cpu>(sum(big)))::value_type, std::int64_t>);
+  CHECK(on<cpu>(sum(big)).item() == 3 * std::int64_t{std::numeric_limits<std::int32_t>::max()});
+  CHECK(on<cpu>(mean(big)).item() == double(std::numeric_limits<std::int32_t>::max()));
+  tensor<std::uint8_t, cpu> bytes(shape{1000}, std::uint8_t(200));
+  static_assert(std::is_same_v<decltype(on<cpu>(sum(bytes)))::value_type, std::uint64_t>);
+  CHECK(on<cpu>(sum(bytes)).item() == 200000u);
+  tensor<bool, cpu> truths{true, true, true};
+  CHECK(on<cpu>(sum(truths)).item() == 3);
+  tensor<std::int32_t, cpu> negative{-5, -7};
+  CHECK(on<cpu>(sum(negative)).item() == -12);
+  CHECK(on<cpu>(mean(negative)).item() == -6.0);
+  // int64 wraps modulo 2^64 (no undefined behaviour, UBSan is quiet in the asan stage).
+  tensor<std::int64_t, cpu> wrap{std::numeric_limits<std::int64_t>::max(), 1};
+  CHECK(on<cpu>(sum(wrap)).item() == std::numeric_limits<std::int64_t>::min());
+#if LOCUS_HAS_GPUS
+  CHECK(on<gpu<0>>(sum(to<gpu<0>>(big))).item() == 3 * std::int64_t{std::numeric_limits<std::int32_t>::max()});
+  CHECK(on<gpu<1>>(sum(to<gpu<1>>(truths))).item() == 3);
+#endif
 }

@@ -1,6 +1,10 @@
 #include "../common/test_support.hpp"
 
 #include <atomic>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -47,4 +51,96 @@ TEST_CASE("concurrent evaluations, transfers and log lines from several threads"
   std::size_t copies = 0;
   for (const auto& [route, totals] : transfer_stats()) copies += totals.copies;
   CHECK(copies == (LOCUS_HAS_GPUS ? 4u * 2u * iterations : 0u));  // cpu->cpu clones are no transfers
+}
+
+TEST_CASE("placement-log scopes on two threads overlap and end in any order, and no sink is called after its scope",
+          "[placement][log][threads]") {
+  tensor<float, cpu> a{1.f, 2.f};
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> evaluations{0};
+  // A third thread evaluates all along, so that lines are in flight while the scopes come and go.
+  std::thread evaluator([&] {
+    while (!stop.load()) {
+      auto c = on<cpu>(a + 1.f);
+      evaluations.fetch_add(c.size() > 0 ? 1 : 0);
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    auto first = std::make_unique<std::vector<std::string>>();
+    auto second = std::make_unique<std::vector<std::string>>();
+    auto outer = std::make_unique<scoped_placement_log>([v = first.get()](std::string_view l) { v->emplace_back(l); });
+    std::thread other([&] {
+      scoped_placement_log inner([v = second.get()](std::string_view l) { v->emplace_back(l); });
+      auto c = on<cpu>(a * 2.f);
+      // `outer` ends first, on the main thread, while this scope is alive (non-LIFO).
+    });
+    outer.reset();
+    first.reset();  // its sink is gone: a line routed to it now would write into freed memory
+    other.join();
+    second.reset();
+  }
+  stop = true;
+  evaluator.join();
+  CHECK(evaluations.load() > 0);
+  CHECK_FALSE(log_device_placement());  // no scope alive: off again (nothing switched it on for good)
+}
+
+TEST_CASE("a placement sink may read transfer_stats and log again without deadlocking", "[placement][log][threads]") {
+  std::size_t seen = 0;
+  std::vector<std::string> lines;
+  {
+    scoped_placement_log log([&](std::string_view l) {
+      lines.emplace_back(l);
+      for (const auto& entry : transfer_stats()) seen += entry.second.copies;  // takes locus's ledger lock
+      if (lines.size() == 1) (void)on<cpu>(tensor<float, cpu>{1.f} + 1.f);   // re-enters the log
+    });
+    tensor<float, cpu> a{1.f};
+    auto b = on<cpu>(a + 1.f);
+    CHECK(b.item() == 2.f);
+  }
+  CHECK(lines.size() >= 2);
+  (void)seen;
+}
+
+TEST_CASE("configure_logical_gpus racing allocations on other threads never frees what they use",
+          "[placement][registry][threads]") {
+#if LOCUS_HAS_GPUS
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> done{0}, refused{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 2; ++t)
+    workers.emplace_back([&] {
+      while (!stop.load()) {
+        try {
+          tensor<float, gpu<0>> x(shape{64}, 1.f);
+          auto y = on<gpu<0>>(x * 2.f);
+          if (y.to_vector()[63] == 2.f) done.fetch_add(1);
+        } catch (const device_error&) {
+          refused.fetch_add(1);  // gpu<0> momentarily unavailable: refused by name, never a crash
+        }
+      }
+    });
+  std::size_t reconfigured = 0, busy = 0, rounds = 0;
+  // At least 300 reconfigurations, and on until the workers have finished some work (bounded).
+  for (int i = 0; (i < 300 || done.load() < 20) && i < 2000000; ++i, ++rounds) {
+    try {
+      configure_logical_gpus(1 + i % 3);
+      ++reconfigured;
+    } catch (const device_error&) {
+      ++busy;  // a worker's tensor was alive
+    }
+  }
+  stop = true;
+  for (auto& w : workers) w.join();
+  configure_logical_gpus(2);
+  CHECK(gpu_count() == 2);
+  CHECK(done.load() > 0);
+  CHECK(reconfigured + busy == rounds);  // each call either reconfigured or was refused by name
+#endif
+  CHECK_THROWS_WITH(configure_logical_gpus(std::numeric_limits<int>::max()),
+                    Catch::Contains("need 1 to 4096 logical GPUs"));
+  CHECK_THROWS_AS(configure_logical_gpus(0), device_error);
+#if LOCUS_HAS_GPUS
+  CHECK(gpu_count() == 2);  // a refused configuration changes nothing
+#endif
 }

@@ -211,3 +211,30 @@ TEST_CASE("writing through a view changes the viewed tensor", "[tensor][view]") 
   CHECK_THROWS_AS((v = tensor<float, cpu>({1.f, 2.f}) + 1.f), shape_error);
   CHECK(a.to_vector() == std::vector<float>{11.f, 22.f, 33.f});
 }
+
+TEMPLATE_LIST_TEST_CASE("a rank-0 tensor without storage is empty and gets storage when assigned",
+                        "[tensor][rank0][errors]", locus_test::float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 0> t;
+  CHECK(t.size() == 0);
+  CHECK(t.empty());
+  CHECK(t.data() == nullptr);
+  CHECK(t.to_vector().empty());
+  CHECK_THROWS_AS((void)t.item(), shape_error);
+  tensor<T, D> a{T(1), T(2), T(3)};
+  // As an operand it is refused by name, never read through its null pointer.
+  CHECK_THROWS_WITH((void)on<D>(a + t), Catch::Contains("empty rank-0 tensor"));
+  // The documented `tensor<T, D> c = e` form, and assignment, give it storage like any empty tensor.
+  tensor<T, D, 0> s = sum(a);
+  REQUIRE(s.size() == 1);
+  CHECK(s.item() == T(6));
+  t = sum(a);
+  CHECK(t.item() == T(6));
+  CHECK(on<D>(a + t).to_vector() == std::vector<T>{T(7), T(8), T(9)});
+  // Moved-from: empty again; a copy of an empty rank-0 tensor is empty too.
+  tensor<T, D, 0> moved = std::move(t);
+  CHECK(t.empty());
+  CHECK(moved.item() == T(6));
+  CHECK(to<cpu>(t).empty());
+}

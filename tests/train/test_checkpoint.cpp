@@ -5,13 +5,16 @@
 #include <locus/train/data_parallel.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 #if __has_include(<sys/wait.h>)
 #  include <sys/wait.h>
@@ -34,6 +37,16 @@ std::vector<std::uint8_t> file_bytes(const std::string& path) {
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& b) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+/// Files named `path.` + six characters (save()'s temporaries) left beside path.
+std::size_t temporaries_beside(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(p.parent_path())) {
+    const auto name = e.path().filename().string(), base = p.filename().string() + ".";
+    if (name.size() == base.size() + 6 && name.compare(0, base.size(), base) == 0 && name != base + "tmp") ++n;
+  }
+  return n;
 }
 /// Recomputes the trailing checksum, so that a test can damage one field and nothing else.
 void reseal(std::vector<std::uint8_t>& b) {
@@ -140,10 +153,49 @@ TEST_CASE("a crash while writing leaves the previous checkpoint whole", "[train]
   data_parallel<sync_average, cpu> again{model, sgd{}};
   again.load(path);
   CHECK(again.state().parameters == saved);
-  // The next save replaces both.
+  // The next save replaces the checkpoint and leaves no temporary of its own behind.
   trainer.save(path);
-  CHECK_FALSE(std::ifstream(path + ".tmp").good());
+  CHECK(temporaries_beside(path) == 0);
   std::remove(path.c_str());
+  std::remove((path + ".tmp").c_str());
+}
+
+TEST_CASE("save never writes through a link planted beside the checkpoint, and concurrent saves do not collide",
+          "[train][checkpoint][security]") {
+  const auto path = temp_path("planted");
+  const auto victim = temp_path("victim");
+  write_bytes(victim, {'k', 'e', 'e', 'p'});
+  // The names an attacker can guess: the old fixed one, and a few of mkstemp's shape.
+  std::remove((path + ".tmp").c_str());
+  REQUIRE(::symlink(victim.c_str(), (path + ".tmp").c_str()) == 0);
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  trainer.save(path);
+  CHECK(file_bytes(victim) == std::vector<std::uint8_t>{'k', 'e', 'e', 'p'});
+  data_parallel<sync_average, cpu> loaded{model, sgd{}};
+  loaded.load(path);
+  CHECK(loaded.state().parameters == trainer.state().parameters);
+  // Two trainers saving to one path at once: every save succeeds and the file is one of them, whole.
+  std::vector<std::thread> savers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t)
+    savers.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) try {
+          trainer.save(path);
+        } catch (...) {
+          ++failures;
+        }
+    });
+  for (auto& t : savers) t.join();
+  CHECK(failures == 0);
+  loaded.load(path);
+  CHECK(loaded.state().parameters == trainer.state().parameters);
+  CHECK(temporaries_beside(path) == 0);
+  // An unwritable place names the OS's reason.
+  CHECK_THROWS_WITH(trainer.save("/nonexistent-dir/x.ckpt"), Catch::Contains("No such file or directory"));
+  std::remove((path + ".tmp").c_str());
+  std::remove(path.c_str());
+  std::remove(victim.c_str());
 }
 
 TEST_CASE("a resumed fit's progress counts only the steps it ran", "[train][checkpoint]") {

@@ -341,3 +341,38 @@ TEST_CASE("faults injected at random steps: every run ends, on all threads, with
   }
 }
 #endif
+
+TEST_CASE("labels outside the model's classes, and images that do not match the labels, are refused before any step",
+          "[train][errors][labels]") {
+  mlp<float> model({16, 4}, 1);  // 4 classes
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  const auto before = trainer.parameters();
+  for (std::int32_t bad : {4, 10, 255, -1, std::numeric_limits<std::int32_t>::min()}) {
+    auto data = synthetic(64, 5);
+    data.labels(std::size_t(17)) = bad;
+    const auto msg = error_of([&] { trainer.fit(data, quiet(1, 16)); });
+    CHECK(msg == "locus: fit: label 17 is " + std::to_string(bad) + ", outside the model's classes [0, 4)");
+    CHECK_THROWS_AS(trainer.fit(data, quiet(1, 16)), data::data_error);
+    CHECK_THROWS_AS((void)trainer.accuracy(data), data::data_error);
+    CHECK(trainer.parameters() == before);
+  }
+  // accuracy() checks the counts as fit() does: 90 images with 100 labels is not read past the end.
+  auto data = synthetic(100, 6);
+  data::labelled_images short_images{on<cpu>(random::uniform<float>(shape{std::size_t(90), std::size_t(16)}, 1, 0.0, 1.0)),
+                                     data.labels.clone()};
+  CHECK(error_of([&] { (void)trainer.accuracy(short_images); }) == "locus: accuracy: 90 images and 100 labels");
+  CHECK_THROWS_AS(trainer.fit(short_images, quiet(1, 10)), shape_error);
+  // An empty set has no accuracy (not NaN).
+  data::labelled_images none{tensor<float, cpu, 2>(shape{std::size_t(0), std::size_t(16)}), tensor<std::int32_t, cpu>()};
+  CHECK_THROWS_AS((void)trainer.accuracy(none), config_error);
+}
+
+TEST_CASE("print = nullptr silences the progress lines", "[train][options]") {
+  mlp<float> model({16, 4}, 1);
+  auto data = synthetic(64, 5);
+  data_parallel<sync_average, cpu> trainer{model, sgd{}};
+  auto o = quiet(1, 16);
+  o.log_every = 1;
+  o.print = nullptr;
+  CHECK(trainer.fit(data, o).curve.size() == 4);
+}

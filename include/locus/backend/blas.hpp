@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -33,6 +35,10 @@ void cblas_dgemm(int order, int transa, int transb, int m, int n, int k, double 
 namespace locus::backend {
 
 namespace detail {
+/// The largest extent or row length handed to BLAS's int parameters: INT_MAX (tests lower it to run
+/// the paths taken past it without 16 GB operands).
+inline std::size_t blas_int_limit = static_cast<std::size_t>(std::numeric_limits<int>::max());
+
 /// The portable product: rows of C in parallel, the k loop blocked so a panel of B stays in cache.
 template <class T>
 void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -88,8 +94,17 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
   reg.require(d);
   if (m == 0 || n == 0) return;
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  // CBLAS and cuBLAS's plain entry points count in int: an extent or row length past INT_MAX goes to
+  // locus's own blocked loop on the host and to cuBLAS's 64-bit entry points on GPUs, never truncated.
+  const std::size_t int_max = detail::blas_int_limit;
+  [[maybe_unused]] const bool fits_int = m <= int_max && n <= int_max && k <= int_max && lda <= int_max &&
+                                         ldb <= int_max && ldc <= int_max;
   if constexpr (runs_on_host<D>) {
 #if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+    if (!fits_int) {
+      detail::blocked_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
     constexpr int row_major = 101, no_trans = 111, trans = 112;
     const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
     if constexpr (std::is_same_v<T, float>)
@@ -108,6 +123,16 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
     cublasHandle_t h = detail::cublas_handle(d);
     detail::check_cublas(cublasSetStream(h, reg.stream(d)), "cublasSetStream", d);
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (!fits_int) {
+      const auto M = static_cast<std::int64_t>(m), N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
+      const auto la = static_cast<std::int64_t>(lda), lb = static_cast<std::int64_t>(ldb),
+                 lc = static_cast<std::int64_t>(ldc);
+      if constexpr (std::is_same_v<T, float>)
+        detail::check_cublas(cublasSgemm_64(h, opb, opa, N, M, K, &alpha, b, lb, a, la, &beta, c, lc), "cublasSgemm_64", d);
+      else
+        detail::check_cublas(cublasDgemm_64(h, opb, opa, N, M, K, &alpha, b, lb, a, la, &beta, c, lc), "cublasDgemm_64", d);
+      return;
+    }
     const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
     if constexpr (std::is_same_v<T, float>)
       detail::check_cublas(cublasSgemm(h, opb, opa, N, M, K, &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda),

@@ -11,7 +11,7 @@
 namespace locus::backend {
 
 [[nodiscard]] inline void* allocate(device_id d, std::size_t bytes) { return registry::instance().arena(d).allocate(bytes); }
-inline void deallocate(device_id d, void* p) noexcept { registry::instance().arena(d).deallocate(p); }
+inline void deallocate(device_id d, void* p) noexcept { registry::instance().owner_arena(d).deallocate(p); }
 
 /// True when p lies in a live block of d's arena (for cpu: in no GPU arena, since any host
 /// pointer may be viewed as cpu memory).

@@ -6,6 +6,9 @@
 // Logical GPUs (TensorFlow's logical device configuration): configure_logical_gpus(K), or the
 // environment variable LOCUS_LOGICAL_GPUS=K read on first use, makes gpu<0>..gpu<K-1> available,
 // logical GPU i running on physical GPU i % P. Each logical GPU has its own arena and stream.
+// Arenas and streams are created on first need and never destroyed (logical GPU i always runs on
+// physical GPU i % P, whatever K): reconfiguring only changes how many are available, so a thread
+// allocating while another reconfigures never touches freed memory. K is at most max_logical_gpus.
 // Emulated GPUs (LOCUS_EMULATE_GPUS): LOCUS_EMULATED_GPUS=P physical ones (default 4).
 #include <locus/backend/caching_allocator.hpp>
 #include <locus/backend/cuda.hpp>
@@ -42,20 +45,25 @@ public:
   [[nodiscard]] int physical_gpus() const noexcept { return physical_; }
   [[nodiscard]] int gpus() const {
     std::lock_guard lock(mutex_);
-    return static_cast<int>(gpu_arenas_.size());
+    return available_;
   }
+  /// The most logical GPUs a process can configure (configure_logical_gpus, LOCUS_LOGICAL_GPUS).
+  static constexpr int max_logical_gpus = 4096;
   [[nodiscard]] static constexpr bool emulated() noexcept { return LOCUS_EMULATE_GPUS != 0; }
 
   /// Makes gpu<0>..gpu<k-1> available over the physical GPUs. Throws device_error when k < 1,
   /// when there is no physical GPU, or while any GPU tensor is alive.
   void configure_logical_gpus(int k) {
-    if (k < 1) throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need at least 1");
+    if (k < 1 || k > max_logical_gpus)
+      throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need 1 to " +
+                         std::to_string(max_logical_gpus) + " logical GPUs");
     std::lock_guard lock(mutex_);
     if (physical_ == 0)
       throw device_error("locus: configure_logical_gpus(" + std::to_string(k) +
-                         "): this process has no physical GPU; available devices are " + list_locked());
-    for (auto& a : gpu_arenas_)
-      if (a->stats().live_blocks != 0)
+                         "): this process has no physical GPU; available devices are " + list_locked() +
+                         (env_error_.empty() ? "" : " (" + env_error_ + ")"));
+    for (int i = 0; i < available_; ++i)
+      if (const auto& a = gpu_arenas_[static_cast<std::size_t>(i)]; a->stats().live_blocks != 0)
         throw device_error("locus: configure_logical_gpus: " + a->device().full_name() +
                            " still holds tensors; logical GPUs can only be reconfigured while no GPU tensor "
                            "is alive");
@@ -66,7 +74,8 @@ public:
   void require(device_id d) const {
     if (!d.is_gpu()) return;
     std::lock_guard lock(mutex_);
-    if (d.index < static_cast<int>(gpu_arenas_.size())) return;
+    if (d.index < available_) return;
+    if (!env_error_.empty()) throw device_error(env_error_ + " (so " + d.full_name() + " is not available)");
     throw device_error("locus: " + d.full_name() + " (" + d.type_name() +
                        ") is not available in this process; available devices are " + list_locked());
   }
@@ -81,6 +90,14 @@ public:
 
   [[nodiscard]] caching_arena& arena(device_id d) {
     require(d);
+    if (!d.is_gpu()) return *host_arena_;
+    std::lock_guard lock(mutex_);
+    return *gpu_arenas_[static_cast<std::size_t>(d.index)];
+  }
+
+  /// The arena a block of `d` returns to: it exists even after reconfiguring made `d` unavailable
+  /// (a tensor that outlives the configuration it was made under frees into it). Never throws.
+  [[nodiscard]] caching_arena& owner_arena(device_id d) noexcept {
     if (!d.is_gpu()) return *host_arena_;
     std::lock_guard lock(mutex_);
     return *gpu_arenas_[static_cast<std::size_t>(d.index)];
@@ -109,20 +126,27 @@ private:
   static constexpr std::size_t max_counted = 64;
 
   registry() {
-#if LOCUS_HAS_CUDA
-    physical_ = cuda::physical_device_count();
-#elif LOCUS_EMULATE_GPUS
-    physical_ = env_int("LOCUS_EMULATED_GPUS", 4);
-    if (physical_ < 0) physical_ = 0;
-#endif
     host_arena_ = std::make_unique<caching_arena>(
         id_of<cpu>, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); });
-    int logical = physical_;
-    if (physical_ > 0) {
-      const int requested = env_int("LOCUS_LOGICAL_GPUS", 0);
-      if (requested > 0) logical = requested;
+    // A malformed LOCUS_EMULATED_GPUS / LOCUS_LOGICAL_GPUS leaves this process without GPUs: code
+    // that uses only the cpu runs on, and the first use of a GPU throws the variable's error.
+    try {
+#if LOCUS_HAS_CUDA
+      physical_ = cuda::physical_device_count();
+#elif LOCUS_EMULATE_GPUS
+      physical_ = env_int("LOCUS_EMULATED_GPUS", 4);
+#endif
+      int logical = physical_;
+      if (physical_ > 0) {
+        const int requested = env_int("LOCUS_LOGICAL_GPUS", 0);
+        if (requested > 0) logical = requested;
+      }
+      build_gpus_locked(logical);
+    } catch (const device_error& e) {
+      env_error_ = e.what();
+      physical_ = 0;
+      build_gpus_locked(0);
     }
-    build_gpus_locked(logical);
   }
 
   static int env_int(const char* name, int fallback) {
@@ -130,7 +154,7 @@ private:
     if (v == nullptr || *v == '\0') return fallback;
     char* end = nullptr;
     const long x = std::strtol(v, &end, 10);
-    if (*end != '\0' || x < 0 || x > 4096)
+    if (*end != '\0' || x < 0 || x > max_logical_gpus)
       throw device_error(std::string("locus: environment variable ") + name + "=\"" + v +
                          "\" is not a device count");
     return static_cast<int>(x);
@@ -139,43 +163,50 @@ private:
   static void* host_allocate(std::size_t n) noexcept { return ::operator new(n, std::align_val_t{64}, std::nothrow); }
   static void host_free(void* p) noexcept { ::operator delete(p, std::align_val_t{64}); }
 
+  /// Makes gpu<0>..gpu<k-1> the available ones: creates the arenas (and stream slots) that do not
+  /// exist yet, all of them before any is published, and returns the cached blocks of the arenas
+  /// that stop being available to the system. Nothing is destroyed.
   void build_gpus_locked(int k) {
-    for (auto& a : gpu_arenas_) a->release_cached();
-    gpu_arenas_.clear();
+    const auto want = static_cast<std::size_t>(k);
+    std::vector<std::unique_ptr<caching_arena>> added;
+    for (std::size_t i = gpu_arenas_.size(); i < want; ++i) added.push_back(make_gpu_arena(static_cast<int>(i)));
+    gpu_arenas_.reserve(std::max(want, gpu_arenas_.size()));
 #if LOCUS_HAS_CUDA
-    for (auto s : streams_)
-      if (s != nullptr) (void)cudaStreamDestroy(s);
-    streams_.assign(static_cast<std::size_t>(k), nullptr);
+    if (streams_.size() < want) streams_.resize(want, nullptr);
 #endif
-    for (int i = 0; i < k; ++i) {
-      const device_id d{device_kind::gpu, i};
+    for (auto& a : added) gpu_arenas_.push_back(std::move(a));
+    for (std::size_t i = want; i < gpu_arenas_.size(); ++i) gpu_arenas_[i]->release_cached();
+    available_ = k;
+  }
+
+  [[nodiscard]] std::unique_ptr<caching_arena> make_gpu_arena(int i) const {
+    const device_id d{device_kind::gpu, i};
 #if LOCUS_HAS_CUDA
-      const int phys = physical_of(i);
-      gpu_arenas_.push_back(std::make_unique<caching_arena>(
-          d,
-          [d, phys](std::size_t n) -> void* {
-            cuda::device_guard guard(phys, d);
-            void* p = nullptr;
-            if (cudaMalloc(&p, n) != cudaSuccess) {
-              (void)cudaGetLastError();
-              return nullptr;
-            }
-            return p;
-          },
-          [](void* p) { (void)cudaFree(p); }));
+    const int phys = physical_of(i);
+    return std::make_unique<caching_arena>(
+        d,
+        [d, phys](std::size_t n) -> void* {
+          cuda::device_guard guard(phys, d);
+          void* p = nullptr;
+          if (cudaMalloc(&p, n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return nullptr;
+          }
+          return p;
+        },
+        [](void* p) { (void)cudaFree(p); });
 #else
-      // Emulated GPUs: host memory, but an arena of their own so that a pointer of gpu<0>
-      // is never mistaken for one of gpu<1>.
-      gpu_arenas_.push_back(std::make_unique<caching_arena>(
-          d, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); }));
+    // Emulated GPUs: host memory, but an arena of their own so that a pointer of gpu<0>
+    // is never mistaken for one of gpu<1>.
+    return std::make_unique<caching_arena>(d, [](std::size_t n) { return host_allocate(n); },
+                                           [](void* p) { host_free(p); });
 #endif
-    }
   }
 
   [[nodiscard]] std::vector<std::string> available_locked() const {
     const std::string job = "/job:localhost/replica:0/task:0";
     std::vector<std::string> out{job + "/cpu:0"};
-    for (std::size_t i = 0; i < gpu_arenas_.size(); ++i) out.push_back(job + "/gpu:" + std::to_string(i));
+    for (int i = 0; i < available_; ++i) out.push_back(job + "/gpu:" + std::to_string(i));
     return out;
   }
   [[nodiscard]] std::string list_locked() const {
@@ -188,7 +219,9 @@ private:
   mutable std::mutex mutex_;
   int physical_ = 0;
   std::unique_ptr<caching_arena> host_arena_;
-  std::vector<std::unique_ptr<caching_arena>> gpu_arenas_;
+  std::vector<std::unique_ptr<caching_arena>> gpu_arenas_;  // grow-only: references to arenas stay valid
+  int available_ = 0;
+  std::string env_error_;  // why the environment gave no GPUs, thrown at the first GPU use                                         // gpu<0>..gpu<available_-1>
   std::array<device_counters, max_counted + 1> counters_{};
 #if LOCUS_HAS_CUDA
   std::vector<cudaStream_t> streams_;

@@ -7,12 +7,17 @@
 #include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 #if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
 #  include <zlib.h>
@@ -32,86 +37,165 @@ struct idx_array {
   std::vector<std::uint8_t> bytes;
 };
 
+/// The most data bytes an IDX array may announce (4 GiB): a header that asks for more is a
+/// data_error before anything is read or allocated.
+inline constexpr std::size_t max_idx_bytes = std::size_t{1} << 32;
+
 namespace detail {
-/// The whole file, decompressed when it is gzip (zlib reads raw files unchanged).
-inline std::vector<std::uint8_t> read_all(const std::string& path) {
-  std::vector<std::uint8_t> out;
-#if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) throw data_error("locus: " + path + ": cannot open the file");
-  std::uint8_t buf[1 << 16];
-  for (;;) {
-    const int n = gzread(f, buf, sizeof buf);
-    if (n < 0) {
-      int code = 0;
-      const std::string why = gzerror(f, &code);
-      gzclose(f);
-      throw data_error("locus: " + path + ": corrupt compressed data after byte " + std::to_string(out.size()) +
-                       " of the decompressed stream (" + why + ")");
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+/// Where IDX bytes come from: read(dst, n) returns how many of n it could give (0 at the end) and
+/// throws data_error when the source itself is broken. `offset` is the position in the
+/// (decompressed) stream, for the messages.
+struct idx_source {
+  virtual ~idx_source() = default;
+  virtual std::size_t read(std::uint8_t* dst, std::size_t n) = 0;
+  std::size_t offset = 0;
+};
+
+struct memory_source final : idx_source {
+  const std::vector<std::uint8_t>& raw;
+  explicit memory_source(const std::vector<std::uint8_t>& r) : raw(r) {}
+  std::size_t read(std::uint8_t* dst, std::size_t n) override {
+    const std::size_t k = std::min(n, raw.size() - offset);
+    if (k != 0) std::memcpy(dst, raw.data() + offset, k);
+    offset += k;
+    return k;
   }
-  gzclose(f);
+};
+
+/// Why a file cannot be read, from the OS: missing, not permitted, a directory.
+inline std::string open_failure(const std::string& path, int err) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return "locus: " + path + ": cannot read the file: it is a directory";
+  return "locus: " + path + ": cannot open the file: " + std::strerror(err != 0 ? err : ENOENT);
+}
+
+#if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
+/// A gzip-compressed or raw file (zlib passes raw files through unchanged), inflated as it is read.
+struct file_source final : idx_source {
+  const std::string& path;
+  gzFile f = nullptr;
+  explicit file_source(const std::string& p) : path(p) {
+    errno = 0;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
+    f = gzopen(path.c_str(), "rb");
+    if (f == nullptr) throw data_error(open_failure(path, errno));
+  }
+  file_source(const file_source&) = delete;
+  file_source& operator=(const file_source&) = delete;
+  ~file_source() override { gzclose(f); }
+  std::size_t read(std::uint8_t* dst, std::size_t n) override {
+    std::size_t got = 0;
+    while (got < n) {
+      const unsigned ask = static_cast<unsigned>(std::min<std::size_t>(n - got, std::size_t{1} << 30));
+      const int k = gzread(f, dst + got, ask);
+      if (k < 0) {
+        int code = 0;
+        const std::string why = gzerror(f, &code);
+        throw data_error("locus: " + path + ": corrupt compressed data after byte " + std::to_string(offset + got) +
+                         " of the decompressed stream (" + why + ")");
+      }
+      if (k == 0) break;
+      got += std::size_t(k);
+    }
+    offset += got;
+    return got;
+  }
+};
 #else
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw data_error("locus: " + path + ": cannot open the file");
-  std::uint8_t buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.insert(out.end(), buf, buf + n);
-  if (out.size() >= 2 && out[0] == 0x1f && out[1] == 0x8b)
-    throw data_error("locus: " + path + ": the file is gzip-compressed and this build has no zlib");
+struct file_source final : idx_source {
+  const std::string& path;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{nullptr, &std::fclose};
+  explicit file_source(const std::string& p) : path(p) {
+    errno = 0;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
+    f.reset(std::fopen(path.c_str(), "rb"));
+    if (!f) throw data_error(open_failure(path, errno));
+  }
+  std::size_t read(std::uint8_t* dst, std::size_t n) override {
+    const std::size_t got = std::fread(dst, 1, n, f.get());
+    if (offset == 0 && got >= 2 && dst[0] == 0x1f && dst[1] == 0x8b)
+      throw data_error("locus: " + path + ": the file is gzip-compressed and this build has no zlib");
+    offset += got;
+    return got;
+  }
+};
 #endif
-  return out;
+
+/// Reads one IDX array of unsigned bytes from `src`: the header first, then exactly the data bytes
+/// it announces (at most max_idx_bytes), then one more read to find trailing bytes.
+inline idx_array read_idx_from(idx_source& src, const std::string& path) {
+  std::uint8_t head[4 + 4 * 4];
+  const std::size_t got = src.read(head, 4);
+  if (got < 4)
+    throw data_error("locus: " + path + ": truncated: " + std::to_string(got) +
+                     " bytes, the IDX header needs 4 at offset 0");
+  if (head[0] != 0 || head[1] != 0)
+    throw data_error("locus: " + path + ": bad magic number at offset 0 (the first two bytes must be zero)");
+  if (head[2] != 0x08) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", head[2]);
+    throw data_error("locus: " + path + ": unsupported element type " + hex +
+                     " at offset 2 (only unsigned bytes, 0x08)");
+  }
+  const std::size_t ndims = head[3];
+  if (ndims < 1 || ndims > 4)
+    throw data_error("locus: " + path + ": " + std::to_string(ndims) + " dimensions at offset 3 (1 to 4 allowed)");
+  const std::size_t header = 4 + 4 * ndims;
+  if (const std::size_t dims = src.read(head + 4, 4 * ndims); dims < 4 * ndims)
+    throw data_error("locus: " + path + ": truncated inside the dimensions: " + std::to_string(4 + dims) +
+                     " bytes, the header needs " + std::to_string(header));
+  idx_array a;
+  std::size_t count = 1;
+  for (std::size_t d = 0; d < ndims; ++d) {
+    const std::size_t o = 4 + 4 * d;
+    const std::uint32_t e = (std::uint32_t{head[o]} << 24) | (std::uint32_t{head[o + 1]} << 16) |
+                            (std::uint32_t{head[o + 2]} << 8) | std::uint32_t{head[o + 3]};
+    if (e == 0 || count > max_idx_bytes / e)
+      throw data_error("locus: " + path + ": dimension " + std::to_string(d) + " at offset " + std::to_string(o) +
+                       " is " + std::to_string(e) + ", not a usable extent (at most " +
+                       std::to_string(max_idx_bytes) + " data bytes in all)");
+    a.dims.push_back(e);
+    count *= e;
+  }
+  // In pieces, so that memory grows with the bytes that really arrive, not with what the header claims.
+  std::size_t data = 0;
+  while (data < count) {
+    const std::size_t piece = std::min(count - data, std::size_t{1} << 24);
+    a.bytes.resize(data + piece);
+    const std::size_t k = src.read(a.bytes.data() + data, piece);
+    data += k;
+    if (k < piece) break;
+  }
+  if (data < count)
+    throw data_error("locus: " + path + ": truncated: the dimensions need " + std::to_string(count) +
+                     " data bytes from offset " + std::to_string(header) + ", the file has " + std::to_string(data));
+  std::uint8_t extra[4096];
+  std::size_t trailing = 0;
+  for (std::size_t k; trailing < (std::size_t{1} << 20) && (k = src.read(extra, sizeof extra)) > 0;) trailing += k;
+  if (trailing != 0)
+    throw data_error("locus: " + path + ": " + std::to_string(trailing) + (trailing >= (std::size_t{1} << 20) ? " or more" : "") +
+                     " bytes past the end of the data at offset " + std::to_string(header + count));
+  return a;
 }
 }  // namespace detail
 
 /// Parses the bytes of an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions; `path` names
 /// it in the errors. (read_idx reads and decompresses the file; the fuzzer calls this directly.)
 inline idx_array parse_idx(const std::vector<std::uint8_t>& raw, const std::string& path) {
-  if (raw.size() < 4)
-    throw data_error("locus: " + path + ": truncated: " + std::to_string(raw.size()) +
-                     " bytes, the IDX header needs 4 at offset 0");
-  if (raw[0] != 0 || raw[1] != 0)
-    throw data_error("locus: " + path + ": bad magic number at offset 0 (the first two bytes must be zero)");
-  if (raw[2] != 0x08) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "0x%02x", raw[2]);
-    throw data_error("locus: " + path + ": unsupported element type " + hex +
-                     " at offset 2 (only unsigned bytes, 0x08)");
-  }
-  const std::size_t ndims = raw[3];
-  if (ndims < 1 || ndims > 4)
-    throw data_error("locus: " + path + ": " + std::to_string(ndims) + " dimensions at offset 3 (1 to 4 allowed)");
-  const std::size_t header = 4 + 4 * ndims;
-  if (raw.size() < header)
-    throw data_error("locus: " + path + ": truncated inside the dimensions: " + std::to_string(raw.size()) +
-                     " bytes, the header needs " + std::to_string(header));
-  idx_array a;
-  std::size_t count = 1;
-  for (std::size_t d = 0; d < ndims; ++d) {
-    const std::size_t o = 4 + 4 * d;
-    const std::uint32_t e = (std::uint32_t{raw[o]} << 24) | (std::uint32_t{raw[o + 1]} << 16) |
-                            (std::uint32_t{raw[o + 2]} << 8) | std::uint32_t{raw[o + 3]};
-    if (e == 0 || count > (std::size_t{1} << 40) / e)
-      throw data_error("locus: " + path + ": dimension " + std::to_string(d) + " at offset " + std::to_string(o) +
-                       " is " + std::to_string(e) + ", not a usable extent");
-    a.dims.push_back(e);
-    count *= e;
-  }
-  if (raw.size() - header < count)
-    throw data_error("locus: " + path + ": truncated: the dimensions need " + std::to_string(count) +
-                     " data bytes from offset " + std::to_string(header) + ", the file has " +
-                     std::to_string(raw.size() - header));
-  if (raw.size() - header > count)
-    throw data_error("locus: " + path + ": " + std::to_string(raw.size() - header - count) +
-                     " bytes past the end of the data at offset " + std::to_string(header + count));
-  a.bytes.assign(raw.begin() + static_cast<std::ptrdiff_t>(header), raw.end());
-  return a;
+  detail::memory_source src(raw);
+  return detail::read_idx_from(src, path);
 }
 
-/// Reads an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions, gzip-compressed or not.
-inline idx_array read_idx(const std::string& path) { return parse_idx(detail::read_all(path), path); }
+/// Reads an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions, gzip-compressed or not. The
+/// header is read first; the data bytes it announces (at most max_idx_bytes) are then inflated and
+/// nothing more, so a small file that announces a huge array costs no memory.
+inline idx_array read_idx(const std::string& path) {
+  detail::file_source src(path);
+  return detail::read_idx_from(src, path);
+}
 
 /// Images scaled to [0, 1] as rows, and their labels.
 struct labelled_images {
@@ -121,7 +205,9 @@ struct labelled_images {
 };
 
 /// An images file and a labels file that must agree on the count.
-inline labelled_images read_labelled(const std::string& images_path, const std::string& labels_path) {
+/// With `classes` > 0, every label must lie in [0, classes) (data_error naming the file and offset).
+inline labelled_images read_labelled(const std::string& images_path, const std::string& labels_path,
+                                     std::size_t classes = 0) {
   const auto im = read_idx(images_path);
   const auto lb = read_idx(labels_path);
   if (im.dims.size() != 3)
@@ -133,6 +219,12 @@ inline labelled_images read_labelled(const std::string& images_path, const std::
   if (im.dims[0] != lb.dims[0])
     throw data_error("locus: " + images_path + " holds " + std::to_string(im.dims[0]) + " images but " + labels_path +
                      " " + std::to_string(lb.dims[0]) + " labels");
+  if (classes > 0)
+    for (std::size_t i = 0; i < lb.bytes.size(); ++i)
+      if (lb.bytes[i] >= classes)
+        throw data_error("locus: " + labels_path + ": label " + std::to_string(lb.bytes[i]) + " at offset " +
+                         std::to_string(4 + 4 * lb.dims.size() + i) + " (example " + std::to_string(i) +
+                         ") is outside [0, " + std::to_string(classes) + ")");
   const std::size_t n = im.dims[0], pixels = std::size_t{im.dims[1]} * im.dims[2];
   std::vector<float> pix(im.bytes.size());
   for (std::size_t i = 0; i < pix.size(); ++i) pix[i] = static_cast<float>(im.bytes[i]) / 255.f;
@@ -142,6 +234,8 @@ inline labelled_images read_labelled(const std::string& images_path, const std::
 
 namespace fashion_mnist {
 /// The directory: the argument, else LOCUS_FASHION_MNIST_DIR, else Debian's place.
+/// Its ten classes: labels outside [0, 10) in its files are a data_error.
+inline constexpr std::size_t classes = 10;
 inline std::string directory(const std::string& dir = "") {
   if (!dir.empty()) return dir;
   if (const char* env = std::getenv("LOCUS_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
@@ -150,12 +244,12 @@ inline std::string directory(const std::string& dir = "") {
 /// The 60000 training images (apt-get install dataset-fashion-mnist).
 inline labelled_images load_train(const std::string& dir = "") {
   const auto d = directory(dir);
-  return read_labelled(d + "/train-images-idx3-ubyte.gz", d + "/train-labels-idx1-ubyte.gz");
+  return read_labelled(d + "/train-images-idx3-ubyte.gz", d + "/train-labels-idx1-ubyte.gz", classes);
 }
 /// The 10000 test images.
 inline labelled_images load_test(const std::string& dir = "") {
   const auto d = directory(dir);
-  return read_labelled(d + "/t10k-images-idx3-ubyte.gz", d + "/t10k-labels-idx1-ubyte.gz");
+  return read_labelled(d + "/t10k-images-idx3-ubyte.gz", d + "/t10k-labels-idx1-ubyte.gz", classes);
 }
 }  // namespace fashion_mnist
 

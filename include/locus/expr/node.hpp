@@ -86,6 +86,7 @@ LOCUS_HOST_DEVICE auto at(const K& k, std::size_t i, [[maybe_unused]] std::size_
 /// A rank-2 expression's kernel for a row loop: k(i), and k(i, r, c) = expr::at(k, i, r, c).
 template <class K>
 struct row_kernel {
+  static_assert(!std::is_reference_v<K>, "locus: a kernel holds its parts by value: it is copied to the device");
   K k;
   LOCUS_EXEC_CHECK_DISABLE
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(i); }
@@ -106,6 +107,7 @@ struct load_first_kernel {  // a rank-0 tensor: one value on the device, broadca
 /// A rank-1 operand of a rank-2 expression: a row, repeated over the rows.
 template <class K>
 struct row_broadcast_kernel {
+  static_assert(!std::is_reference_v<K>, "locus: a kernel holds its parts by value: it is copied to the device");
   K k;
   divisor cols;
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.mod(i)); }
@@ -114,6 +116,7 @@ struct row_broadcast_kernel {
 /// col(v) in a rank-2 expression: a column, repeated over the columns.
 template <class K>
 struct column_broadcast_kernel {
+  static_assert(!std::is_reference_v<K>, "locus: a kernel holds its parts by value: it is copied to the device");
   K k;
   divisor cols;
   LOCUS_HOST_DEVICE auto operator()(std::size_t i) const { return k(cols.div(i)); }
@@ -128,6 +131,7 @@ template <class Op, class... Ks>
 struct apply_kernel;
 template <class Op, class A>
 struct apply_kernel<Op, A> {
+  static_assert(!std::is_reference_v<A>, "locus: a kernel holds its parts by value: it is copied to the device");
   Op op;
   A a;
   LOCUS_EXEC_CHECK_DISABLE
@@ -137,6 +141,7 @@ struct apply_kernel<Op, A> {
 };
 template <class Op, class A, class B>
 struct apply_kernel<Op, A, B> {
+  static_assert(!std::is_reference_v<A> && !std::is_reference_v<B>, "locus: a kernel holds its parts by value: it is copied to the device");
   Op op;
   A a;
   B b;
@@ -258,7 +263,8 @@ struct generated {
   const char* type;
 
   [[nodiscard]] const locus::shape<R>& shape() const noexcept { return extents; }
-  [[nodiscard]] const K& kernel() const noexcept { return generator; }
+  // By value: a kernel is copied to the device, so it must never hold a reference to host memory.
+  [[nodiscard]] K kernel() const noexcept { return generator; }
   template <class V>
   void visit(V& v) const {
     v.op(name, type);
@@ -357,8 +363,8 @@ struct node {
 private:
   template <class C>
   auto child_kernel(const C& c) const {
-    if constexpr (rank == 2 && C::rank == 1) return row_broadcast_kernel<decltype(c.kernel())>{c.kernel(), divisor(extents[1])};
-    else if constexpr (rank == 2 && is_column_v<C>) return column_broadcast_kernel<decltype(c.kernel())>{c.kernel(), divisor(extents[1])};
+    if constexpr (rank == 2 && C::rank == 1) return row_broadcast_kernel<std::remove_cvref_t<decltype(c.kernel())>>{c.kernel(), divisor(extents[1])};
+    else if constexpr (rank == 2 && is_column_v<C>) return column_broadcast_kernel<std::remove_cvref_t<decltype(c.kernel())>>{c.kernel(), divisor(extents[1])};
     else return c.kernel();
   }
 

@@ -30,6 +30,13 @@ concept scalar_operand = std::is_arithmetic_v<std::remove_cvref_t<X>>;
 template <operand X>
 [[nodiscard]] auto as_node(X&& x) {
   using V = std::remove_cvref_t<X>;
+  if constexpr (locus::detail::is_tensor<V>::value || locus::detail::is_tensor_view<V>::value) {
+    // A rank-0 operand reads its one element: one without storage (a default-constructed or
+    // moved-from tensor) would read through a null pointer.
+    if constexpr (V::rank == 0)
+      if (x.data() == nullptr)
+        throw shape_error("locus: an empty rank-0 tensor (default-constructed or moved-from) used as an operand");
+  }
   if constexpr (locus::detail::is_tensor<V>::value) {
     using L = leaf<typename V::value_type, typename V::device_type, V::rank>;
     if constexpr (std::is_lvalue_reference_v<X>) return L{std::as_const(x).view()};

@@ -21,10 +21,30 @@ namespace locus::ops {
 LOCUS_DETAIL_BINARY_OP(add, "add", "Add", a + b)
 LOCUS_DETAIL_BINARY_OP(sub, "sub", "Sub", a - b)
 LOCUS_DETAIL_BINARY_OP(mul, "mul", "Mul", a * b)
-LOCUS_DETAIL_BINARY_OP(div, "truediv", "RealDiv", a / b)
 LOCUS_DETAIL_BINARY_OP(minimum, "minimum", "Minimum", b < a ? b : a)
 LOCUS_DETAIL_BINARY_OP(maximum, "maximum", "Maximum", a < b ? b : a)
 #undef LOCUS_DETAIL_BINARY_OP
+
+/// a / b. Integers divide truncating toward zero, and where C++ has no answer (a signal on x86)
+/// give numpy's, the same on every device: x / 0 is 0, and the most negative value / -1 is itself
+/// (the quotient wraps). Floating point follows IEEE (x / 0 is +-inf, 0 / 0 NaN).
+struct div {
+  static constexpr const char* name = "truediv";
+  static constexpr const char* type = "RealDiv";
+  template <class A, class B>
+  LOCUS_HOST_DEVICE constexpr auto operator()(A a, B b) const {
+    using R = std::common_type_t<A, B>;
+    if constexpr (std::is_integral_v<R>) {
+      const R x = static_cast<R>(a), y = static_cast<R>(b);
+      if (y == R(0)) return R(0);
+      if constexpr (std::is_signed_v<R>)
+        if (y == R(-1)) return static_cast<R>(R(0) - static_cast<std::make_unsigned_t<R>>(x));
+      return static_cast<R>(x / y);
+    } else {
+      return static_cast<R>(a / b);
+    }
+  }
+};
 
 #define LOCUS_DETAIL_COMPARISON(NAME, LOG, TYPE, SYM)                                     \
   struct NAME {                                                                           \

@@ -3,7 +3,8 @@
 // tensor initialised on any device, by any backend, in any order, holds the same numbers.
 // Uniform values are bit-identical everywhere (an integer hash turned into a float exactly);
 // normal values go through Box-Muller in double precision, identical up to the last bit of the
-// device's double log/cos (in practice the same floats).
+// device's double log/cos (the same floats after rounding, in practice; normal<double> from CUDA
+// can differ from the host's in the last bit).
 //     auto w = on<gpu<0>>(random::glorot_uniform<float>(shape{784, 256}, seed));
 #include <locus/config.hpp>
 #include <locus/expr/node.hpp>

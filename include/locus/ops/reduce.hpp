@@ -9,6 +9,7 @@
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/reduce.hpp>
 #include <locus/config.hpp>
+#include <locus/errors.hpp>
 #include <locus/device/device.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/expr/operators.hpp>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 namespace locus {
@@ -27,10 +29,18 @@ inline constexpr int all_axes = -1;
 namespace reducers {
 
 /// Host accumulators are wider than float (a sum of 2^25 floats keeps its digits); GPU ones are
-/// the element type (CUB's tree reduction is accurate and double is slow on many GPUs).
+/// the element type (CUB's tree reduction is accurate and double is slow on many GPUs). Integers
+/// and bool add in uint64 on every device: wrapping is defined there, never a signal or UB.
 template <class T, bool Host>
-using sum_acc_t = std::conditional_t<Host && std::is_same_v<T, float>, double,
-                                     std::conditional_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, std::int64_t, T>>;
+using sum_acc_t = std::conditional_t<std::is_integral_v<T>, std::uint64_t,
+                                     std::conditional_t<Host && std::is_same_v<T, float>, double, T>>;
+/// What a sum returns, as numpy: the element type for floating point, int64 for bool and signed
+/// integers, uint64 for unsigned ones (an int32 or uint8 sum does not wrap at 32 or 8 bits; an int64
+/// one wraps modulo 2^64).
+template <class T>
+using sum_result_t =
+    std::conditional_t<std::is_floating_point_v<T>, T,
+                       std::conditional_t<std::is_unsigned_v<T> && !std::is_same_v<T, bool>, std::uint64_t, std::int64_t>>;
 
 struct sum {
   static constexpr const char* name = "sum";
@@ -38,7 +48,7 @@ struct sum {
   template <class T, bool Host>
   struct reducer {
     using acc = sum_acc_t<T, Host>;
-    using result = T;
+    using result = sum_result_t<T>;
     LOCUS_HOST_DEVICE acc identity() const { return acc(0); }
     LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return static_cast<acc>(v); }
     LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a + b; }
@@ -64,7 +74,9 @@ struct mean {
     using base = sum::reducer<T, Host>;
     using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
     LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t n) const {
-      return static_cast<result>(static_cast<result>(a) / static_cast<result>(n));
+      // An integer sum is read as the signed or unsigned 64-bit value it stands for.
+      const auto total = static_cast<result>(static_cast<sum_result_t<T>>(a));
+      return static_cast<result>(total / static_cast<result>(n));
     }
   };
 };
@@ -74,7 +86,7 @@ struct norm {
   template <class T, bool Host>
   struct reducer : sum::reducer<T, Host> {
     using base = sum::reducer<T, Host>;
-    using result = T;
+    using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
     LOCUS_HOST_DEVICE typename base::acc lift(T v, std::size_t) const {
       return static_cast<typename base::acc>(v) * static_cast<typename base::acc>(v);
     }
@@ -82,7 +94,7 @@ struct norm {
       return static_cast<typename base::lane>(v) * static_cast<typename base::lane>(v);
     }
     LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t) const {
-      return static_cast<result>(std::sqrt(a));
+      return static_cast<result>(std::sqrt(static_cast<result>(a)));
     }
   };
 };
@@ -99,18 +111,32 @@ struct count_if {
     LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
   };
 };
-/// The largest (Largest) or smallest element.
+/// True for NaN (false for every integer).
+template <class T>
+LOCUS_HOST_DEVICE constexpr bool is_nan(T v) {
+  return v != v;  // NOLINT(misc-redundant-expression)
+}
+
+/// The largest (Largest) or smallest element, as numpy: a NaN anywhere makes the result NaN; the
+/// max of all -inf is -inf; an empty input is a shape_error (no identity is a right answer).
 template <bool Largest>
 struct extremum {
+  static constexpr bool needs_elements = true;
   template <class T, bool Host>
   struct reducer {
     using acc = T;
     using result = T;
     LOCUS_HOST_DEVICE acc identity() const {
-      return Largest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+      if constexpr (std::numeric_limits<T>::has_infinity)
+        return Largest ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+      else return Largest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     }
     LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return v; }
-    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return (Largest ? a < b : b < a) ? b : a; }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const {
+      if (is_nan(a)) return a;
+      if (is_nan(b)) return b;
+      return (Largest ? a < b : b < a) ? b : a;
+    }
     LOCUS_HOST_DEVICE result finish(acc a, std::size_t) const { return a; }
   };
 };
@@ -122,8 +148,10 @@ struct min : extremum<false> {
   static constexpr const char* name = "min";
   static constexpr const char* type = "Min";
 };
-/// The index of the first largest element.
+/// The index of the first largest element; as numpy, of the first NaN when there is one. An empty
+/// input is a shape_error.
 struct argmax {
+  static constexpr bool needs_elements = true;
   static constexpr const char* name = "argmax";
   static constexpr const char* type = "ArgMax";
   template <class T>
@@ -140,6 +168,8 @@ struct argmax {
     LOCUS_HOST_DEVICE acc combine(acc a, acc b) const {
       if (a.index < 0) return b;
       if (b.index < 0) return a;
+      const bool na = is_nan(a.value), nb = is_nan(b.value);
+      if (na || nb) return (na && nb) ? (b.index < a.index ? b : a) : (na ? a : b);
       if (b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
       return a;
     }
@@ -182,6 +212,13 @@ struct reduction {
   template <device D>
   void write(const tensor_view<value_type, D, rank>& out) const {
     using R = typename Family::template reducer<element_type, backend::runs_on_host<D>>;
+    if constexpr (requires { Family::needs_elements; }) {
+      const std::size_t along = Axis == all_axes ? child.shape().size() : child.shape()[Axis == 1 ? 1 : 0];
+      if (along == 0 && (Axis == all_axes || out.size() != 0))
+        throw shape_error(std::string("locus: ") + Family::name + " of an empty " +
+                          (Axis == all_axes ? "input" : "axis") + " (shape " + child.shape().str() +
+                          "): it has no elements to choose from");
+    }
     if constexpr (Axis == all_axes) {
       backend::reduce<D>(child.shape().size(), child.kernel(), R{}, out.data());
     } else {

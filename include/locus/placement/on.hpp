@@ -119,6 +119,31 @@ struct copy_leaves_to {
   }
 };
 
+/// Visits the leaves of an expression (through rebind, returning each unchanged) and records whether
+/// one shares memory with `dst` other than as the very same elements in the same shape.
+template <class T, device D, int R>
+struct overlap_probe {
+  tensor_view<T, D, R> dst;
+  bool partial = false;
+  template <class L>
+  L operator()(const L& l) {
+    using U = typename L::value_type;
+    if constexpr (std::is_same_v<typename L::device_type, D>) {
+      const auto* lo = reinterpret_cast<const unsigned char*>(dst.data());
+      const auto* hi = lo + dst.size() * sizeof(T);
+      const auto* p = reinterpret_cast<const unsigned char*>(l.view.data());
+      const std::size_t bytes = l.view.size() * sizeof(U);
+      if (bytes != 0 && dst.size() != 0 && p < hi && lo < p + bytes) {
+        bool same = p == lo && sizeof(U) == sizeof(T);
+        if constexpr (L::rank == R) same = same && l.view.shape() == dst.shape();
+        else same = false;
+        partial = partial || !same;
+      }
+    }
+    return l;
+  }
+};
+
 /// An elementwise node or a special expression (reduction, matrix product), ready to evaluate.
 template <class E>
 auto to_evaluable(E&& e) {
@@ -136,7 +161,7 @@ void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   log_evaluation<D>(n);
   if constexpr (special_expression<N>) n.template write<D>(dst);
   else if constexpr (R == 2)
-    backend::transform_rows<D>(dst.extent(0), dst.extent(1), expr::row_kernel<decltype(n.kernel())>{n.kernel()},
+    backend::transform_rows<D>(dst.extent(0), dst.extent(1), expr::row_kernel<std::remove_cvref_t<decltype(n.kernel())>>{n.kernel()},
                                dst.data());
   else backend::transform<D>(dst.size(), n.kernel(), dst.data());
 }
@@ -217,7 +242,7 @@ void assign(Dst& dst, E&& e) {
   } else {
     backend::registry::instance().require(id_of<D>);
     if constexpr (is_tensor<Dst>::value) {
-      if (dst.size() == 0 && !(n.shape() == dst.shape())) {
+      if (dst.size() == 0 && (!(n.shape() == dst.shape()) || n.shape().size() != 0)) {
         std::string name = dst.name();
         dst = Dst::uninitialized_of(n.shape());
         dst.set_name(std::move(name));
@@ -227,11 +252,27 @@ void assign(Dst& dst, E&& e) {
     tensor_view<T, D, Dst::rank> out;
     if constexpr (is_tensor<Dst>::value) out = dst.view();
     else out = dst;
+    // An operand that shares memory with the destination other than element for element (a shifted
+    // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
+    // such an expression is evaluated into a temporary first. `a = a + b` stays in place.
+    const auto write = [&](const auto& m) {
+      if constexpr (!special_expression<std::remove_cvref_t<decltype(m)>>) {
+        overlap_probe<T, D, Dst::rank> probe{out};
+        (void)m.rebind(probe);
+        if (probe.partial) {
+          auto tmp = tensor<T, D, Dst::rank>::uninitialized_of(out.shape());
+          launch_into<D>(m, tmp.view());
+          backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(T));
+          return;
+        }
+      }
+      launch_into<D>(m, out);
+    };
     if constexpr (std::is_void_v<typename P::foreign>) {
-      launch_into<D>(n, out);
+      write(n);
     } else {
       copy_leaves_to<D> copy;
-      launch_into<D>(n.rebind(copy), out);
+      write(n.rebind(copy));
     }
   }
 }
@@ -241,6 +282,11 @@ void assign(Dst& dst, E&& e) {
 template <class Policy, class Dst, class E>
 void accumulate(Dst& dst, E&& e) {
   if constexpr (special_expression<E> && requires { std::remove_cvref_t<E>::accumulates; }) {
+    // An empty destination has nothing to accumulate onto: assigning it would add the product to
+    // whatever the arena's recycled block held.
+    if (dst.size() == 0 && !(e.shape() == dst.shape()))
+      throw shape_error("locus: C += matmul(A, B): C is empty; assign it first (C = matmul(A, B)), the product has "
+                        "shape " + e.shape().str());
     assign<Policy>(dst, std::remove_cvref_t<E>(std::forward<E>(e)).accumulating());
   } else if constexpr (special_expression<E>) {
     static_assert(!special_expression<E>, "locus: t += reduction: evaluate the reduction first with on<D>(...)");

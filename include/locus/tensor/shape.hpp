@@ -1,6 +1,7 @@
 #pragma once
 // shape<Rank>: the run-time extents of a tensor, row-major.
 #include <locus/config.hpp>
+#include <locus/errors.hpp>
 
 #include <array>
 #include <cstddef>
@@ -17,10 +18,25 @@ struct shape {
   constexpr shape() = default;
   template <class... I>
     requires(sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
-  constexpr shape(I... e) : extents{static_cast<std::size_t>(e)...} {}  // NOLINT: shape{2, 3} reads best
+  constexpr shape(I... e) : extents{static_cast<std::size_t>(e)...} {  // NOLINT: shape{2, 3} reads best
+    std::size_t d = 0;
+    (check_extent(e, d++), ...);
+  }
   constexpr explicit shape(const std::array<std::size_t, static_cast<std::size_t>(Rank)>& e) : extents(e) {}
 
   [[nodiscard]] constexpr std::size_t operator[](std::size_t i) const { return extents[i]; }
+
+private:
+  /// A negative extent would become a huge size_t: refused by name instead.
+  template <class I>
+  static constexpr void check_extent(I e, std::size_t d) {
+    if constexpr (std::is_signed_v<I>)
+      if (e < 0)
+        throw shape_error("locus: shape: extent " + std::to_string(d) + " is " + std::to_string(e) +
+                          "; extents are 0 or more");
+  }
+
+public:
   [[nodiscard]] static constexpr int rank() noexcept { return Rank; }
   /// The number of elements (1 for rank 0).
   [[nodiscard]] constexpr std::size_t size() const noexcept {

@@ -280,7 +280,12 @@ public:
   [[nodiscard]] T* data() noexcept { return buf_.data(); }
   [[nodiscard]] const T* data() const noexcept { return buf_.data(); }
   [[nodiscard]] const locus::shape<Rank>& shape() const noexcept { return shape_; }
-  [[nodiscard]] std::size_t size() const noexcept { return shape_.size(); }
+  /// The number of elements held: shape().size(), except for a rank-0 tensor without storage
+  /// (default-constructed or moved-from), which holds none and is empty until assigned.
+  [[nodiscard]] std::size_t size() const noexcept {
+    if constexpr (Rank == 0) return buf_.data() == nullptr ? 0 : 1;
+    else return shape_.size();
+  }
   [[nodiscard]] std::size_t extent(std::size_t i) const noexcept { return shape_[i]; }
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
 
@@ -304,7 +309,9 @@ public:
   /// The one element of a size-1 tensor (a reduction's result), copied to the host.
   [[nodiscard]] T item() const {
     if (size() != 1)
-      throw shape_error("locus: item() needs a tensor of one element, this one has shape " + shape_.str());
+      throw shape_error("locus: item() needs a tensor of one element, this one " +
+                        (Rank == 0 ? std::string("is empty (default-constructed or moved-from)")
+                                   : "has shape " + shape_.str()));
     return to_vector()[0];
   }
 
@@ -321,6 +328,16 @@ public:
     requires(std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
   [[nodiscard]] const T& operator()(I... idx) const noexcept {
     return buf_.data()[offset(idx...)];
+  }
+
+  /// GPU tensors have no host element access: one static_assert that says what to do instead.
+  template <class... I>
+    requires(!std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+  T operator()(I...) const {
+    static_assert(std::same_as<D, cpu> && sizeof...(I) == 0,
+                  "locus: element access t(i, ...) is for cpu tensors; bring GPU data to the host first with "
+                  "locus::to<locus::cpu>(t) or t.to_vector()");
+    return T{};
   }
 
 private:

@@ -18,6 +18,8 @@ namespace locus {
 template <device To, class T, device From, int R>
 [[nodiscard]] tensor<std::remove_const_t<T>, To, R> to(const tensor_view<T, From, R>& v) {
   using U = std::remove_const_t<T>;
+  if constexpr (R == 0)
+    if (v.data() == nullptr) return tensor<U, To, R>{};  // an empty rank-0 tensor stays empty
   auto out = tensor<U, To, R>::uninitialized_of(v.shape());
   const std::size_t bytes = v.size() * sizeof(U);
   backend::copy(id_of<To>, out.data(), id_of<From>, v.data(), bytes);
@@ -40,6 +42,10 @@ void transfer(const tensor_view<T, To, R>& dst, const tensor_view<const T, From,
   if (dst.shape() != src.shape())
     throw shape_error("locus: transfer: a source of shape " + src.shape().str() + " into a destination of shape " +
                       dst.shape().str() + " (" + id_of<From>.full_name() + " -> " + id_of<To>.full_name() + ")");
+  if constexpr (R == 0)
+    if (dst.data() == nullptr || src.data() == nullptr)
+      throw shape_error("locus: transfer: an empty rank-0 tensor (default-constructed or moved-from) as the " +
+                        std::string(src.data() == nullptr ? "source" : "destination"));
   const std::size_t bytes = src.size() * sizeof(T);
   backend::copy(id_of<To>, dst.data(), id_of<From>, src.data(), bytes);
   if constexpr (!std::is_same_v<To, From>) detail::log_transfer(id_of<From>, id_of<To>, bytes);

@@ -10,13 +10,15 @@
 //   ...     u64 velocity buffer count V, then V x N floats    one momentum buffer per replica
 //   end-8   u64 FNV-1a 64 checksum of every byte before it
 //
-// save() writes `path.tmp`, flushes it to the disk (fsync) and renames it over `path`: a crash
-// mid-write leaves the previous checkpoint whole. parse() checks everything (magic, version,
+// save() writes a temporary beside `path` (unpredictable name, created exclusively, mode 0600),
+// flushes it to the disk (fsync) and renames it over `path`: a crash mid-write leaves the previous
+// checkpoint whole, and a link planted beside it is never written through. parse() checks everything (magic, version,
 // type, sizes against the file's length before any allocation, checksum) and throws
 // checkpoint_error naming the file, the byte offset and what is wrong.
 #include <locus/config.hpp>
 #include <locus/errors.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 #if __has_include(<unistd.h>)
+#  include <stdlib.h>  // mkstemp
 #  include <unistd.h>
 #endif
 
@@ -209,21 +212,48 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
 
 inline void checkpoint::save(const std::string& path) const {
   const auto bytes = serialize();
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw checkpoint_error("locus: checkpoint " + path + ": cannot create " + tmp);
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
+  const auto fail = [&](const std::string& what, int err) {
+    throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+  };
 #if __has_include(<unistd.h>)
-  ok = ok && ::fsync(::fileno(f)) == 0;  // on the disk before it replaces the previous one
-#endif
+  // A temporary beside `path` with an unpredictable name, created exclusively (mkstemp: O_CREAT |
+  // O_EXCL, mode 0600): a link planted at a guessable name cannot redirect the write, and two
+  // trainers saving to one path each write their own file; the last rename wins, whole.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail("cannot create a temporary file beside it", errno);
+  std::size_t done = 0;
+  int err = 0;
+  while (done < bytes.size()) {
+    const auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += std::size_t(n);
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;  // on the disk before it replaces the previous one
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    fail("writing " + tmp + " failed", err);
+  }
+#else
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // exclusive: refuses an existing file or link
+  if (f == nullptr) fail("cannot create " + tmp, errno);
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
     std::remove(tmp.c_str());
-    throw checkpoint_error("locus: checkpoint " + path + ": writing " + tmp + " failed (disk full?)");
+    fail("writing " + tmp + " failed (disk full?)", 0);
   }
+#endif
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
     std::remove(tmp.c_str());
-    throw checkpoint_error("locus: checkpoint " + path + ": cannot rename " + tmp + " over it");
+    fail("cannot rename " + tmp + " over it", e);
   }
 }
 

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -135,6 +136,7 @@ struct fit_options {
   std::size_t checkpoint_every = 0;
   /// Called after every step applied (or skipped), with its progress entry.
   std::function<void(const progress&)> on_step;
+  /// Where the progress lines go (stdout by default; nullptr: nowhere).
   std::function<void(const std::string&)> print = [](const std::string& line) {
     std::fputs((line + "\n").c_str(), stdout);
     std::fflush(stdout);
@@ -259,7 +261,7 @@ public:
       last_ = now;
       last_step_ = step;
       if (drawn_) std::fputs("\r\033[K", stderr);  // the line goes above the bar
-      o_.print(progress_line(p, devices_));
+      if (o_.print) o_.print(progress_line(p, devices_));
     }
     if (bar_ && (step == total_ || now - last_bar_ > std::chrono::milliseconds(100))) {
       last_bar_ = now;
@@ -385,6 +387,7 @@ public:
                   "(see locus::train::model_on<M, D> in locus/train/model.hpp)");
     if constexpr ((model_on<M, Ds> && ...)) {
       opt_.validate();
+      if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
       auto shared = std::make_shared<const M>(model);
       replicas_ = std::tuple<std::unique_ptr<replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
       size_ = std::get<0>(replicas_)->size();
@@ -407,9 +410,7 @@ public:
     if (options.batch == 0 || options.batch > data.size())
       throw config_error("locus: fit: batch " + std::to_string(options.batch) + " for a data set of " +
                          std::to_string(data.size()) + " examples");
-    if (data.images.extent(0) != data.labels.size())
-      throw shape_error("locus: fit: " + std::to_string(data.images.extent(0)) + " images and " +
-                        std::to_string(data.labels.size()) + " labels");
+    check_data("fit", data);
     if constexpr (std::is_same_v<base_policy, sync_average>) {
       if (options.batch % replica_count() != 0)
         throw config_error("locus: fit: sync_average splits the batch evenly: " + std::to_string(options.batch) +
@@ -502,6 +503,8 @@ public:
 
   /// Accuracy on a data set, evaluated on the first device in batches of 1000.
   [[nodiscard]] double accuracy(const data::labelled_images& data) const {
+    check_data("accuracy", data);
+    if (data.size() == 0) throw config_error("locus: accuracy: the data set is empty");
     const auto& model = *std::get<0>(replicas_);
     std::vector<std::uint32_t> order(data.size());
     std::iota(order.begin(), order.end(), 0u);
@@ -517,6 +520,20 @@ public:
   }
 
 private:
+  /// Images and labels agree in count; every label is a class of the model: in [0, classes) when
+  /// the model says how many (classes()), else at least 0. Checked before anything is trained.
+  void check_data(const char* what, const data::labelled_images& data) const {
+    if (data.images.extent(0) != data.labels.size())
+      throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
+                        std::to_string(data.labels.size()) + " labels");
+    const std::int64_t classes = classes_;
+    const std::int32_t* y = data.labels.data();
+    for (std::size_t i = 0; i < data.labels.size(); ++i)
+      if (y[i] < 0 || y[i] >= classes)
+        throw data::data_error(std::string("locus: ") + what + ": label " + std::to_string(i) + " is " + std::to_string(y[i]) +
+                         ", outside the model's classes [0, " + std::to_string(classes) + ")");
+  }
+
   static std::string describe(const std::vector<std::vector<std::uint64_t>>& shapes) {
     std::string out = "[";
     for (std::size_t t = 0; t < shapes.size(); ++t) {
@@ -890,6 +907,8 @@ private:
 
   comm_type comm_;  // first: the MPI communicator is duplicated before anything uses it
   sgd opt_;
+  /// Labels must lie in [0, classes_): the model's classes() where it has one.
+  std::int64_t classes_ = std::numeric_limits<std::int32_t>::max();
   std::size_t size_ = 0;
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit

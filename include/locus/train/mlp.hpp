@@ -79,6 +79,8 @@ public:
   }
 
   [[nodiscard]] const std::vector<std::size_t>& sizes() const { return sizes_; }
+  /// The number of classes (the last size): labels lie in [0, classes()).
+  [[nodiscard]] std::size_t classes() const { return sizes_.back(); }
 
   template <device D>
   [[nodiscard]] mlp_params<T, D> init() const {

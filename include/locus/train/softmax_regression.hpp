@@ -47,6 +47,9 @@ public:
                         std::to_string(inputs) + " and " + std::to_string(classes));
   }
 
+  /// Labels lie in [0, classes()).
+  [[nodiscard]] std::size_t classes() const { return classes_; }
+
   template <device D>
   [[nodiscard]] params<D> init() const {
     return {tensor<T, D, 2>(shape{inputs_, classes_}, T(0)), tensor<T, D, 1>(shape{classes_}, T(0))};
