@@ -117,6 +117,7 @@ double cublas_floor_seconds(cublasHandle_t h, cudaStream_t s, std::size_t steps,
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log file even if a later step aborts
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   if (gpu_count() == 0) {
     std::printf("bench_gpu: no GPU\n");

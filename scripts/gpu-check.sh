@@ -97,12 +97,12 @@ for stage in "${stages[@]}"; do
       cat "$out/tests.txt"
       row "tests and examples on the GPU" "$(tail -1 "$out/tests.txt")" $(($(date +%s) - t0)) ;;
     bench)
-      timeout 150 "$build/bench/bench_gpu" 3 >"$out/bench.txt" 2>&1; rc=$?
+      timeout 150 "$build/bench/bench_gpu" 5 >"$out/bench.txt" 2>&1; rc=$?
       ((rc == 0)) || status=1
       row "bench_gpu" "rc=$rc" $(($(date +%s) - t0)) ;;
     torch)
       # The machine's own libraries for python (the bundle's libstdc++ may be older than torch's).
-      LD_LIBRARY_PATH=$orig_ld PYTHONUNBUFFERED=1 timeout 120 python3 bench/mlp_torch_gpu.py 3 >"$out/torch.txt" 2>&1; rc=$?
+      LD_LIBRARY_PATH=$orig_ld PYTHONUNBUFFERED=1 timeout 120 python3 bench/mlp_torch_gpu.py 5 >"$out/torch.txt" 2>&1; rc=$?
       row "PyTorch peer (mlp_torch_gpu.py)" "rc=$rc: $(tail -1 "$out/torch.txt")" $(($(date +%s) - t0)) ;;
     sanitizer)
       san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
