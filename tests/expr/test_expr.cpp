@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -264,4 +265,30 @@ TEST_CASE("integer division by zero and INT_MIN / -1 give numpy's answers, never
   CHECK(q[0] == std::numeric_limits<float>::infinity());
   CHECK(q[1] == -std::numeric_limits<float>::infinity());
   CHECK(std::isnan(q[2]));
+}
+
+TEST_CASE("an expression whose operands all have its shape is also a function of their values", "[expr][direct]") {
+  const std::size_t n = 1000;
+  const auto ha = random_values<float>(n, 0.5, 2, 1), hb = random_values<float>(n, 0.5, 2, 2),
+             hc = random_values<float>(n, 0.5, 2, 3);
+  tensor<float, cpu> a(ha), b(hb), c(hc);
+  const auto node = expr::as_node(exp(a) * 2.f - b / c + where(a > b, a, c));
+  static_assert(expr::direct::capable<decltype(node)>);
+  const auto inputs = expr::direct::inputs(node);
+  static_assert(std::tuple_size_v<decltype(inputs)> == 7);  // a, b, c, a, b, a, c: every leaf, in order
+  const auto f = expr::direct::function(node);
+  const auto k = node.kernel();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += std::apply([&](const auto*... p) { return f(p[i]...); }, inputs) != k(i);
+  CHECK(wrong == 0);
+  // Broadcasts, rank-0 operands and generated operands read by index: not direct.
+  tensor<float, cpu, 2> m(shape{3, 4}, 1.f);
+  tensor<float, cpu> row(shape{4}, 2.f);
+  tensor<float, cpu, 0> s = sum(a);
+  static_assert(!expr::direct::capable<decltype(expr::as_node(m + row))>);
+  static_assert(expr::direct::capable<decltype(expr::as_node(m * 2.f + m))>);
+  static_assert(!expr::direct::capable<decltype(expr::as_node(a + s))>);
+  static_assert(!expr::direct::capable<decltype(expr::as_node(a + random::uniform<float>(shape{n}, 1, 0.0, 1.0)))>);
+  CHECK(s.size() == 1);
 }

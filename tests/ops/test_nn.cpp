@@ -191,10 +191,11 @@ TEST_CASE("counter-based random numbers are the same on every device and have th
   CHECK(on<gpu<0>>(random::uniform<float>(shape{n}, 7, -1.0, 3.0)).to_vector() == u);
   const auto g1 = on<gpu<1>>(random::normal<double>(shape{n}, 7, 2.0, 0.5)).to_vector();
 #  if LOCUS_HAS_CUDA
-  // CUDA's double log and cos may differ from the host's libm in the last bit (seen on an H200).
+  // CUDA's double log and cos may differ from the host's libm in the last bit (seen on an H200),
+  // and near a zero of cos that is a large relative difference: compared absolutely (values ~2).
   REQUIRE(g1.size() == g.size());
   std::size_t far = 0;
-  for (std::size_t i = 0; i < n; ++i) far += std::abs(g1[i] - g[i]) > 1e-14 * std::abs(g[i]);
+  for (std::size_t i = 0; i < n; ++i) far += std::abs(g1[i] - g[i]) > 1e-12;
   CHECK(far == 0);
 #  else
   CHECK(g1 == g);

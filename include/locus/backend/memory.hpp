@@ -1,6 +1,7 @@
 #pragma once
 // Device memory: allocation through the device's caching arena, copies between any two devices,
-// synchronisation. Copies are synchronous for the caller: when copy() returns, dst holds the data.
+// synchronisation. Copies are synchronous for the caller: when copy() returns, dst holds the data
+// (a copy within one GPU is queued on its stream, ahead of everything that can read dst).
 #include <locus/backend/cuda.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
@@ -48,6 +49,11 @@ inline void copy(device_id to, void* dst, device_id from, const void* src, std::
     cuda::device_guard guard(r.physical_of(from.index), from);
     LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, r.stream(from)), from);
     synchronize(from);
+  } else if (to == from) {
+    // One device, one stream: the copy runs after the work that wrote src and before any later
+    // work, and whatever reads dst from elsewhere (the host, another device) synchronises first.
+    cuda::device_guard guard(r.physical_of(to.index), to);
+    LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream(to)), to);
   } else {
     synchronize(from);
     const int pt = r.physical_of(to.index), pf = r.physical_of(from.index);

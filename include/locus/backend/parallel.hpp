@@ -18,9 +18,12 @@
 #  include <thrust/system/omp/execution_policy.h>
 #endif
 #if LOCUS_HAS_CUDA
+#  include <cub/device/device_transform.cuh>
+#  include <cuda/std/tuple>
 #  include <thrust/system/cuda/execution_policy.h>
 #  include <thrust/system_error.h>
 #endif
+#include <tuple>
 
 namespace locus::backend {
 
@@ -107,6 +110,21 @@ struct constant {
   T value;
   LOCUS_HOST_DEVICE T operator()(std::size_t) const { return value; }
 };
+
+/// out = f(values of the inputs at one index), converted to the output's type.
+template <class F, class T>
+struct store_values {
+  F f;
+  LOCUS_EXEC_CHECK_DISABLE
+  template <class... V>
+  LOCUS_HOST_DEVICE T operator()(V... v) const {
+    return static_cast<T>(f(v...));
+  }
+};
+
+/// For measurements: GPUs evaluate every expression by index (the launcher before
+/// transform_inputs), as bench_gpu does to compare the two.
+inline bool prefer_index_kernels = false;
 }  // namespace detail
 
 /// out[i] = kernel(i), i in [0, n), on device D.
@@ -138,6 +156,24 @@ void transform(std::size_t n, const K& kernel, T* out) {
     }
 #endif
   }
+}
+
+/// out[i] = f(in_0[i], in_1[i], ...), i in [0, n), on GPU D: one cub::DeviceTransform with the
+/// inputs as raw pointers, so that CUB's bulk-copy and prefetching loads apply (expr/direct.hpp).
+template <device D, class F, class T, class... Ps>
+void transform_inputs([[maybe_unused]] std::size_t n, [[maybe_unused]] const std::tuple<const Ps*...>& inputs,
+                      [[maybe_unused]] const F& f, [[maybe_unused]] T* out) {
+  static_assert(!runs_on_host<D>, "locus: transform_inputs is the GPU launcher; the host runs kernels by index");
+#if LOCUS_HAS_CUDA
+  constexpr device_id d = id_of<D>;
+  auto& reg = registry::instance();
+  reg.require(d);
+  if (n == 0) return;
+  reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  cuda::device_guard guard(reg.physical_of(d.index), d);
+  auto in = std::apply([](const Ps*... p) { return ::cuda::std::make_tuple(p...); }, inputs);
+  LOCUS_CUDA_CHECK(cub::DeviceTransform::Transform(in, out, n, detail::store_values<F, T>{f}, reg.stream(d)), d);
+#endif
 }
 
 /// out[i] = kernel(i) over a rows x cols range, i = r * cols + c. On the host the loop runs over

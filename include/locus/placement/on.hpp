@@ -13,6 +13,7 @@
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/expr/direct.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/expr/operators.hpp>
 #include <locus/log.hpp>
@@ -159,11 +160,23 @@ concept evaluable = expr::operand<E> || special_expression<E>;
 template <device D, class N, class T, int R>
 void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   log_evaluation<D>(n);
-  if constexpr (special_expression<N>) n.template write<D>(dst);
-  else if constexpr (R == 2)
-    backend::transform_rows<D>(dst.extent(0), dst.extent(1), expr::row_kernel<std::remove_cvref_t<decltype(n.kernel())>>{n.kernel()},
-                               dst.data());
-  else backend::transform<D>(dst.size(), n.kernel(), dst.data());
+  if constexpr (special_expression<N>) {
+    n.template write<D>(dst);
+  } else {
+    // Every operand has the result's shape: on a GPU its pointers go to CUB as inputs
+    // (expr/direct.hpp). Otherwise the kernel reads by index: rank 2 in row tiles on the host.
+    if constexpr (!backend::runs_on_host<D> && expr::direct::capable<N>) {
+      if (!backend::detail::prefer_index_kernels) {
+        backend::transform_inputs<D>(dst.size(), expr::direct::inputs(n), expr::direct::function(n), dst.data());
+        return;
+      }
+    }
+    if constexpr (R == 2)
+      backend::transform_rows<D>(dst.extent(0), dst.extent(1),
+                                 expr::row_kernel<std::remove_cvref_t<decltype(n.kernel())>>{n.kernel()}, dst.data());
+    else
+      backend::transform<D>(dst.size(), n.kernel(), dst.data());
+  }
 }
 
 template <class N>

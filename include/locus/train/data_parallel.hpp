@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -352,6 +353,91 @@ inline void run_parallel(std::vector<std::function<void()>>& work, bool concurre
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
+
+/// Threads that stay: the replicas of a GPU trainer run every step's work on the same threads
+/// (thread i runs work[i + 1]; the caller runs work[0]). A thread made per step, per replica, costs
+/// little itself, but the OpenMP team it starts for the batch gather is made and torn down with it
+/// (measured on an H200, 2 logical GPUs: 4.8 ms per step, against 0.47 for one device).
+class replica_threads {
+public:
+  replica_threads() = default;
+  replica_threads(const replica_threads&) = delete;
+  replica_threads& operator=(const replica_threads&) = delete;
+  ~replica_threads() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  /// Runs work[0] here and work[1..] on the threads, waits for all, rethrows the first failure.
+  void run(std::vector<std::function<void()>>& work) {
+    while (threads_.size() + 1 < work.size()) {
+      const std::size_t slot = threads_.size() + 1;
+      threads_.emplace_back([this, slot] { loop(slot); });
+    }
+    std::vector<std::exception_ptr> errors(work.size());
+    {
+      std::lock_guard lock(mutex_);
+      work_ = &work;
+      errors_ = &errors;
+      pending_ = work.size() - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    try {
+      work[0]();
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+    {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return pending_ == 0; });
+      work_ = nullptr;
+    }
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+private:
+  void loop(std::size_t slot) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::function<void()>* job = nullptr;
+      std::exception_ptr* error = nullptr;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && work_ != nullptr); });
+        if (stopping_) return;
+        seen = generation_;
+        if (slot < work_->size()) {
+          job = &(*work_)[slot];
+          error = &(*errors_)[slot];
+        }
+      }
+      if (job != nullptr) {
+        try {
+          (*job)();
+        } catch (...) {
+          *error = std::current_exception();
+        }
+        std::lock_guard lock(mutex_);
+        if (--pending_ == 0) done_.notify_all();
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  std::vector<std::function<void()>>* work_ = nullptr;
+  std::vector<std::exception_ptr>* errors_ = nullptr;
+  std::size_t pending_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stopping_ = false;
+};
 }  // namespace detail
 
 template <class Policy, class... Ds>
@@ -568,6 +654,17 @@ private:
     if (!o.checkpoint_path.empty() && comm_.rank() == 0) save(o.checkpoint_path);
   }
 
+  /// Each replica's part of a step: on threads that stay when the replicas run concurrently (GPUs),
+  /// one after the other otherwise.
+  void run_replicas(std::vector<std::function<void()>>& work) {
+    if constexpr (concurrent_replicas && device_count > 1) {
+      if (!threads_) threads_ = std::make_unique<detail::replica_threads>();
+      threads_->run(work);
+    } else {
+      detail::run_parallel(work, false);
+    }
+  }
+
   /// Slots after the gradient in each flat buffer: the loss and a failure count travel with it.
   static constexpr std::size_t extra = 2;
 
@@ -684,7 +781,7 @@ private:
             }
           });
         });
-        detail::run_parallel(work, concurrent_replicas);
+        run_replicas(work);
         double loss = losses[0];
         if constexpr (packed) {
           std::string failure;
@@ -725,7 +822,7 @@ private:
                             std::get<i>(velocity_).view());
           });
         });
-        detail::run_parallel(update, concurrent_replicas);
+        run_replicas(update);
         ++step;
         steps_done_ = step;
         if (o.checkpoint_every != 0 && step % o.checkpoint_every == 0) save_checkpoint(o);
@@ -907,6 +1004,7 @@ private:
 
   comm_type comm_;  // first: the MPI communicator is duplicated before anything uses it
   sgd opt_;
+  std::unique_ptr<detail::replica_threads> threads_;  // made on the first concurrent step
   /// Labels must lie in [0, classes_): the model's classes() where it has one.
   std::int64_t classes_ = std::numeric_limits<std::int32_t>::max();
   std::size_t size_ = 0;
