@@ -4,6 +4,7 @@
 #include <locus/train/data_parallel.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -375,4 +376,36 @@ TEST_CASE("print = nullptr silences the progress lines", "[train][options]") {
   o.log_every = 1;
   o.print = nullptr;
   CHECK(trainer.fit(data, o).curve.size() == 4);
+}
+
+TEST_CASE("replica threads stay across steps, run every part once per step and rethrow the first failure",
+          "[train][threads]") {
+  locus::train::detail::replica_threads pool;
+  std::vector<std::thread::id> first_ids(3);
+  std::vector<std::atomic<int>> runs(3);
+  for (int step = 0; step < 300; ++step) {
+    std::vector<std::thread::id> ids(3);
+    std::vector<std::function<void()>> work;
+    for (std::size_t i = 0; i < 3; ++i)
+      work.push_back([&, i] {
+        ids[i] = std::this_thread::get_id();
+        runs[i].fetch_add(1);
+      });
+    pool.run(work);
+    CHECK(ids[0] == std::this_thread::get_id());  // the caller runs part 0
+    CHECK(ids[1] != ids[2]);
+    if (step == 0) first_ids = ids;
+    CHECK(ids == first_ids);  // the same threads every step
+  }
+  for (auto& r : runs) CHECK(r.load() == 300);
+  // A failing part: the others still finish, then its error reaches the caller; the next step runs.
+  std::atomic<int> finished{0};
+  std::vector<std::function<void()>> failing{[&] { finished.fetch_add(1); },
+                                             [] { throw std::runtime_error("part 1 failed"); },
+                                             [&] { finished.fetch_add(1); }};
+  CHECK_THROWS_WITH(pool.run(failing), "part 1 failed");
+  CHECK(finished.load() == 2);
+  std::vector<std::function<void()>> two{[&] { finished.fetch_add(1); }, [&] { finished.fetch_add(1); }};
+  pool.run(two);  // fewer parts than threads
+  CHECK(finished.load() == 4);
 }
