@@ -11,7 +11,9 @@
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -37,9 +39,21 @@ struct transfer_totals {
 using transfer_summary = std::map<std::pair<device_id, device_id>, transfer_totals>;
 
 namespace detail {
-/// The log's state. Two locks: `state_` guards the sinks and the ledger and is never held while user
-/// code runs; `calls_` (recursive) makes sink calls one at a time, so a sink needs no lock of its
-/// own and may itself log or read transfer_stats().
+/// A sink and the calls of it in progress (a scope's end waits for them).
+struct sink_slot {
+  placement_sink call;
+  int in_flight = 0;  // guarded by the state's lock
+};
+
+/// The sinks this thread is inside of right now (a sink may end its own scope, or log again).
+inline std::vector<const sink_slot*>& sinks_on_this_thread() {
+  thread_local std::vector<const sink_slot*> stack;
+  return stack;
+}
+
+/// The log's state. One lock guards the sinks and the ledger; it is never held while a sink runs,
+/// so a sink may log, read transfer_stats(), or wait for another thread that logs. Sinks can be
+/// called from several threads at once.
 class placement_log_state {
 public:
   static placement_log_state& instance() {
@@ -50,52 +64,63 @@ public:
   std::atomic<int> active_scopes{0};    ///< scoped_placement_log objects alive, on any thread
 
   void write(std::string_view line) {
-    std::lock_guard call(calls_);
-    std::shared_ptr<const placement_sink> sink;
+    std::shared_ptr<sink_slot> sink;
     {
       std::lock_guard lock(state_);
       sink = current_sink_locked();
+      if (sink) ++sink->in_flight;
     }
-    if (sink && *sink) {
-      (*sink)(line);
-    } else {
-      std::fwrite(line.data(), 1, line.size(), stderr);
-      std::fputc('\n', stderr);
+    if (!sink) {
+      std::string text(line);
+      text += '\n';
+      std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines of two threads do not mix
+      return;
     }
+    auto& mine = sinks_on_this_thread();
+    mine.push_back(sink.get());
+    struct leave {
+      placement_log_state& s;
+      sink_slot& slot;
+      std::vector<const sink_slot*>& mine;
+      ~leave() {
+        mine.pop_back();
+        std::lock_guard lock(s.state_);
+        if (--slot.in_flight == 0) s.idle_.notify_all();
+      }
+    } done{*this, *sink, mine};
+    sink->call(line);
   }
+
   placement_sink exchange_sink(placement_sink s) {
-    auto next = s ? std::make_shared<const placement_sink>(std::move(s)) : nullptr;
-    std::shared_ptr<const placement_sink> previous;
-    {
-      std::lock_guard lock(state_);
-      previous = std::exchange(global_sink_, std::move(next));
-    }
-    std::lock_guard call(calls_);  // a call of the previous sink in progress finishes first
-    return previous ? *previous : placement_sink{};
+    auto next = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
+    std::unique_lock lock(state_);
+    auto previous = std::exchange(global_sink_, std::move(next));
+    wait_idle(lock, previous.get());
+    return previous ? previous->call : placement_sink{};
   }
 
   /// A scope's sink (or none: it only turns the log on) joins the list; the newest scope that has a
   /// sink receives the lines, whichever thread evaluates.
   std::uint64_t push_scope(placement_sink s) {
-    auto sink = s ? std::make_shared<const placement_sink>(std::move(s)) : nullptr;
+    auto sink = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
     std::lock_guard lock(state_);
     scopes_.push_back({++next_scope_, std::move(sink)});
     active_scopes.fetch_add(1, std::memory_order_relaxed);
     return next_scope_;
   }
   /// Removes a scope wherever it is in the list (scopes of two threads may end in any order), then
-  /// waits for a call of its sink in progress: after this no line reaches it.
+  /// waits until the calls of its sink in progress on other threads return: after this, none runs.
   void pop_scope(std::uint64_t id) {
-    {
-      std::lock_guard lock(state_);
-      for (auto it = scopes_.begin(); it != scopes_.end(); ++it)
-        if (it->id == id) {
-          scopes_.erase(it);
-          break;
-        }
-      active_scopes.fetch_sub(1, std::memory_order_relaxed);
-    }
-    std::lock_guard call(calls_);
+    std::unique_lock lock(state_);
+    std::shared_ptr<sink_slot> removed;
+    for (auto it = scopes_.begin(); it != scopes_.end(); ++it)
+      if (it->id == id) {
+        removed = std::move(it->sink);
+        scopes_.erase(it);
+        break;
+      }
+    active_scopes.fetch_sub(1, std::memory_order_relaxed);
+    wait_idle(lock, removed.get());
   }
 
   void record_transfer(device_id from, device_id to, std::size_t bytes) {
@@ -118,18 +143,26 @@ private:
     const char* v = std::getenv("LOCUS_LOG_DEVICE_PLACEMENT");
     enabled.store(v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0);
   }
-  std::shared_ptr<const placement_sink> current_sink_locked() const {
+  std::shared_ptr<sink_slot> current_sink_locked() const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
       if (it->sink) return it->sink;
     return global_sink_;
   }
+  /// Waits until `slot` runs nowhere but in this thread's own calls of it (a sink that ends its
+  /// own scope waits for nothing of its own).
+  void wait_idle(std::unique_lock<std::mutex>& lock, const sink_slot* slot) {
+    if (slot == nullptr) return;
+    const auto& mine = sinks_on_this_thread();
+    const auto own = static_cast<int>(std::count(mine.begin(), mine.end(), slot));
+    idle_.wait(lock, [&] { return slot->in_flight <= own; });
+  }
   struct scope_entry {
     std::uint64_t id;
-    std::shared_ptr<const placement_sink> sink;
+    std::shared_ptr<sink_slot> sink;
   };
   mutable std::mutex state_;
-  std::recursive_mutex calls_;
-  std::shared_ptr<const placement_sink> global_sink_;
+  std::condition_variable idle_;
+  std::shared_ptr<sink_slot> global_sink_;
   std::vector<scope_entry> scopes_;
   std::uint64_t next_scope_ = 0;
   transfer_summary transfers_;
@@ -164,9 +197,11 @@ inline void log_device_placement(bool on) {
 }
 [[nodiscard]] inline bool log_device_placement() { return detail::placement_log_enabled(); }
 
-/// Replaces the process's sink (nullptr: back to stderr); returns the previous one. Sinks are called
-/// one line at a time, never while locus holds a lock of its state: a sink may log or call
-/// transfer_stats(). A sink that throws makes the evaluation that logged throw, before it runs.
+/// Replaces the process's sink (nullptr: back to stderr) once calls of the previous one in progress
+/// have returned; returns the previous one. Sinks run while locus holds no lock: a sink may log,
+/// call transfer_stats() or wait for another thread that logs; evaluations on several threads call
+/// it concurrently, so it must be thread-safe. A sink that throws makes the evaluation that logged
+/// throw (on whichever thread that was), before it runs.
 inline placement_sink set_placement_sink(placement_sink sink) {
   return detail::placement_log_state::instance().exchange_sink(std::move(sink));
 }

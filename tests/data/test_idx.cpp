@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+#include <sys/stat.h>
 #include <zlib.h>
 
 using namespace locus;
@@ -76,7 +77,7 @@ TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[dat
   CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": dimension 0 at offset 4 is 0, not a usable extent (at most " +
                                            std::to_string(data::max_idx_bytes) + " data bytes in all)");
   p = write("huge.gz", idx_bytes({65536, 65536, 2}, 0), true);
-  CHECK_THROWS_WITH(data::read_idx(p), Catch::Contains("dimension 2 at offset 12 is 2, not a usable extent"));
+  CHECK_THROWS_WITH(data::read_idx(p), Catch::Contains("dimension 1 at offset 8 is 65536, not a usable extent"));
 }
 
 TEST_CASE("a small gzip file that inflates far past what its header announces is refused without inflating it all",
@@ -92,11 +93,30 @@ TEST_CASE("a small gzip file that inflates far past what its header announces is
   for (int i = 0; i < 256; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
   gzclose(f);
   CHECK_THROWS_WITH(data::read_idx(path), "locus: " + path + ": 1048576 or more bytes past the end of the data at offset 24");
-  // A header that announces 4 GB over a file of 100 bytes: truncated, reported, nothing like 4 GB allocated.
-  auto liar = idx_bytes({65536, 65536}, 100);
+  // A header that announces 1 GiB (the most) over a file of 100 bytes: truncated, reported, memory
+  // grown only with what arrived.
+  auto liar = idx_bytes({16384, 65536}, 100);
   const auto p = write("liar.gz", liar, true);
-  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": truncated: the dimensions need 4294967296 data bytes from offset 12, "
+  CHECK_THROWS_WITH(data::read_idx(p), "locus: " + p + ": truncated: the dimensions need 1073741824 data bytes from offset 12, "
                                        "the file has 100");
+}
+
+TEST_CASE("only regular files are read: a FIFO is refused, not waited on", "[data][idx][errors]") {
+  const auto fifo = (std::filesystem::temp_directory_path() / "locus_idx_test" / "fifo").string();
+  std::filesystem::create_directories(std::filesystem::path(fifo).parent_path());
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(data::read_idx(fifo), "locus: " + fifo + ": cannot read the file: it is not a regular file");
+  std::remove(fifo.c_str());
+}
+
+TEST_CASE("read_labelled checks counts and labels before it inflates the images", "[data][idx][errors]") {
+  // Images that announce 4096 x 256 x 256 (256 MiB) and are truncated after the header: the count
+  // mismatch with 3 labels is reported first, from the header alone.
+  const auto images = write("many.gz", idx_bytes({4096, 256, 256}, 0), true);
+  const auto labels = write("three.gz", idx_bytes({3}, 3), true);
+  CHECK_THROWS_WITH(data::read_labelled(images, labels),
+                    "locus: " + images + " holds 4096 images but " + labels + " 3 labels");
 }
 
 TEST_CASE("labels outside the classes are refused with the file and the offset", "[data][idx][errors]") {

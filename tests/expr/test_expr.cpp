@@ -239,6 +239,19 @@ TEMPLATE_LIST_TEST_CASE("operands that partly overlap the destination are read b
   tensor_view<const T, D> row0(m.data(), shape{2});
   m = m - row0;
   CHECK(m.to_vector() == std::vector<T>{T(0), T(0), T(2), T(2), T(4), T(4)});
+  // A reduction into memory it reads (each row's sum into row 0) goes through a temporary as well,
+  // large enough for the host's parallel loop.
+  const std::size_t side = 256;
+  std::vector<T> hm(side * side);
+  for (std::size_t r = 0; r < side; ++r)
+    for (std::size_t c = 0; c < side; ++c) hm[r * side + c] = T(r + 1);
+  tensor<T, D, 2> big(shape{side, side}, hm);
+  tensor_view<T, D> first_row(big.data(), shape{side});
+  first_row = sum<1>(big);
+  const auto sums = big.to_vector();
+  std::size_t off = 0;
+  for (std::size_t r = 0; r < side; ++r) off += sums[r] != T(side * (r + 1));
+  CHECK(off == 0);
   // Exact aliasing stays in place, with no temporary: one kernel, the same storage.
   tensor<T, D> a{T(1), T(2), T(3)}, b{T(1), T(1), T(1)};
   const T* storage = a.data();
@@ -260,6 +273,15 @@ TEST_CASE("integer division by zero and INT_MIN / -1 give numpy's answers, never
 #if LOCUS_HAS_GPUS
   CHECK(on<gpu<0>>(to<gpu<0>>(x) / to<gpu<0>>(y)).to_vector() == std::vector<std::int32_t>{0, 0, lo, 0, 0, -5});
 #endif
+  // + - * and unary - wrap modulo 2^32, as numpy's int32 (in C++ this overflow is undefined: the
+  // asan stage's UBSan would stop here).
+  constexpr auto hi = std::numeric_limits<std::int32_t>::max();
+  tensor<std::int32_t, cpu> top{hi, lo, hi};
+  tensor<std::int32_t, cpu> one{1, 1, 2};
+  CHECK(on<cpu>(top + one).to_vector() == std::vector<std::int32_t>{lo, lo + 1, lo + 1});
+  CHECK(on<cpu>(top - one * 2).to_vector() == std::vector<std::int32_t>{hi - 2, hi - 1, hi - 4});
+  CHECK(on<cpu>(-top).to_vector() == std::vector<std::int32_t>{-hi, lo, -hi});
+  CHECK(on<cpu>(top * one).to_vector() == std::vector<std::int32_t>{hi, lo, -2});
   tensor<float, cpu> f{1.f, -1.f, 0.f};
   const auto q = on<cpu>(f / 0.f).to_vector();
   CHECK(q[0] == std::numeric_limits<float>::infinity());

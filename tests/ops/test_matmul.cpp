@@ -148,3 +148,16 @@ TEMPLATE_LIST_TEST_CASE("extents past BLAS's int go to a path that counts in 64 
     }
   }
 }
+
+TEMPLATE_LIST_TEST_CASE("a product over an empty inner extent is zeros, and += leaves C as it was",
+                        "[ops][matmul][empty]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  tensor<T, D, 2> a(shape{3, 0}), b(shape{0, 2});
+  CHECK(on<D>(matmul(a, b)).to_vector() == std::vector<T>(6, T(0)));
+  tensor<T, D, 2> c(shape{3, 2}, T(5));
+  c += matmul(a, b);
+  CHECK(c.to_vector() == std::vector<T>(6, T(5)));
+  c = matmul(a, b);
+  CHECK(c.to_vector() == std::vector<T>(6, T(0)));
+}

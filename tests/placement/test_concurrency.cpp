@@ -3,6 +3,7 @@
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -65,12 +66,21 @@ TEST_CASE("placement-log scopes on two threads overlap and end in any order, and
       evaluations.fetch_add(c.size() > 0 ? 1 : 0);
     }
   });
+  // A sink's state: lines from several threads arrive concurrently, so it locks.
+  struct lines_seen {
+    std::mutex m;
+    std::vector<std::string> lines;
+    void add(std::string_view l) {
+      std::lock_guard lock(m);
+      lines.emplace_back(l);
+    }
+  };
   for (int round = 0; round < 200; ++round) {
-    auto first = std::make_unique<std::vector<std::string>>();
-    auto second = std::make_unique<std::vector<std::string>>();
-    auto outer = std::make_unique<scoped_placement_log>([v = first.get()](std::string_view l) { v->emplace_back(l); });
+    auto first = std::make_unique<lines_seen>();
+    auto second = std::make_unique<lines_seen>();
+    auto outer = std::make_unique<scoped_placement_log>([v = first.get()](std::string_view l) { v->add(l); });
     std::thread other([&] {
-      scoped_placement_log inner([v = second.get()](std::string_view l) { v->emplace_back(l); });
+      scoped_placement_log inner([v = second.get()](std::string_view l) { v->add(l); });
       auto c = on<cpu>(a * 2.f);
       // `outer` ends first, on the main thread, while this scope is alive (non-LIFO).
     });
@@ -83,6 +93,36 @@ TEST_CASE("placement-log scopes on two threads overlap and end in any order, and
   evaluator.join();
   CHECK(evaluations.load() > 0);
   CHECK_FALSE(log_device_placement());  // no scope alive: off again (nothing switched it on for good)
+}
+
+TEST_CASE("a placement sink may wait for another thread that logs, and may end its own scope",
+          "[placement][log][threads]") {
+  tensor<float, cpu> a{1.f, 2.f};
+  std::atomic<int> depth{0}, lines{0};
+  {
+    scoped_placement_log log([&](std::string_view) {
+      lines.fetch_add(1);
+      if (depth.fetch_add(1) == 0) {
+        // Another thread evaluates (and so logs into this very sink) while this call waits for it.
+        std::thread helper([&] { (void)on<cpu>(a * 2.f); });
+        helper.join();
+      }
+    });
+    auto r = on<cpu>(a + a);
+    CHECK(r.to_vector() == std::vector<float>{2.f, 4.f});
+  }
+  CHECK(lines.load() >= 2);
+  // A sink that ends its own scope (the scope lives on the heap) returns; its line is the last.
+  std::unique_ptr<scoped_placement_log> self_ending;
+  std::atomic<int> calls{0};
+  self_ending = std::make_unique<scoped_placement_log>([&](std::string_view) {
+    calls.fetch_add(1);
+    self_ending.reset();
+  });
+  (void)on<cpu>(a + 1.f);
+  (void)on<cpu>(a + 2.f);
+  CHECK(calls.load() == 1);
+  CHECK(self_ending == nullptr);
 }
 
 TEST_CASE("a placement sink may read transfer_stats and log again without deadlocking", "[placement][log][threads]") {

@@ -237,4 +237,11 @@ TEMPLATE_LIST_TEST_CASE("a rank-0 tensor without storage is empty and gets stora
   CHECK(t.empty());
   CHECK(moved.item() == T(6));
   CHECK(to<cpu>(t).empty());
+  // Its view is empty too; a clone is empty; assigning through the view is refused by name.
+  CHECK(t.view().size() == 0);
+  CHECK(t.view().to_vector().empty());
+  CHECK(t.clone().empty());
+  auto v = t.view();
+  CHECK_THROWS_WITH(v = sum(a), Catch::Contains("empty rank-0 view"));
+  CHECK(moved.clone().item() == T(6));
 }

@@ -137,7 +137,9 @@ TEST_CASE("a bad checkpoint is refused with the file and the fault named, and th
         name + "its tensors [[16, 6], [6], [6, 4], [4]] do not match the model's [[16, 8], [8], [8, 4], [4]]");
   CHECK(target.state().parameters == before.parameters);
   CHECK(error_of([&] { target.load(bad + ".missing"); }) ==
-        "locus: checkpoint " + bad + ".missing: cannot open the file");
+        "locus: checkpoint " + bad + ".missing: cannot open the file: No such file or directory");
+  CHECK(error_of([&] { target.load(std::filesystem::temp_directory_path().string()); })
+            .find("cannot read the file: it is a directory") != std::string::npos);
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }

@@ -39,6 +39,18 @@ namespace detail {
 /// the paths taken past it without 16 GB operands).
 inline std::size_t blas_int_limit = static_cast<std::size_t>(std::numeric_limits<int>::max());
 
+/// c[r, j] = beta * c[r, j] over an m x n matrix of row length ldc (0 when beta is 0, NaN or not).
+template <class T>
+struct scale_matrix {
+  T* c;
+  std::size_t n, ldc;
+  T beta;
+  LOCUS_HOST_DEVICE void operator()(std::size_t i) const {
+    T& x = c[(i / n) * ldc + i % n];
+    x = beta == T(0) ? T(0) : beta * x;
+  }
+};
+
 /// The portable product: rows of C in parallel, the k loop blocked so a panel of B stays in cache.
 template <class T>
 void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -93,6 +105,12 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
   auto& reg = registry::instance();
   reg.require(d);
   if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // An empty inner extent: C = beta * C. BLAS would be handed a row length of 0 for A, which
+    // cuBLAS refuses (CUBLAS_STATUS_INVALID_VALUE).
+    for_each_index<D>(m * n, detail::scale_matrix<T>{c, n, ldc, beta});
+    return;
+  }
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
   // CBLAS and cuBLAS's plain entry points count in int: an extent or row length past INT_MAX goes to
   // locus's own blocked loop on the host and to cuBLAS's 64-bit entry points on GPUs, never truncated.

@@ -37,9 +37,9 @@ struct idx_array {
   std::vector<std::uint8_t> bytes;
 };
 
-/// The most data bytes an IDX array may announce (4 GiB): a header that asks for more is a
-/// data_error before anything is read or allocated.
-inline constexpr std::size_t max_idx_bytes = std::size_t{1} << 32;
+/// The most data bytes an IDX array may announce (1 GiB; as images, 4 GiB of floats): a header
+/// that asks for more is a data_error before anything is read or allocated.
+inline constexpr std::size_t max_idx_bytes = std::size_t{1} << 30;
 
 namespace detail {
 /// Where IDX bytes come from: read(dst, n) returns how many of n it could give (0 at the end) and
@@ -70,15 +70,33 @@ inline std::string open_failure(const std::string& path, int err) {
   return "locus: " + path + ": cannot open the file: " + std::strerror(err != 0 ? err : ENOENT);
 }
 
+/// Only regular files are opened: a directory, a FIFO (whose open would wait for a writer forever)
+/// or a device is refused by name before anything is read.
+inline void require_regular_file(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) throw data_error(open_failure(path, errno));
+  if (S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
+  if (!S_ISREG(st.st_mode)) throw data_error("locus: " + path + ": cannot read the file: it is not a regular file");
+}
+
+/// Grows `v` to n elements, or a data_error naming the file when memory runs out.
+template <class V>
+void grow(V& v, std::size_t n, const std::string& path) {
+  try {
+    v.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw data_error("locus: " + path + ": not enough memory for " + std::to_string(n) + " elements");
+  }
+}
+
 #if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
 /// A gzip-compressed or raw file (zlib passes raw files through unchanged), inflated as it is read.
 struct file_source final : idx_source {
   const std::string& path;
   gzFile f = nullptr;
   explicit file_source(const std::string& p) : path(p) {
+    require_regular_file(path);
     errno = 0;
-    struct stat st{};
-    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
     f = gzopen(path.c_str(), "rb");
     if (f == nullptr) throw data_error(open_failure(path, errno));
   }
@@ -108,9 +126,8 @@ struct file_source final : idx_source {
   const std::string& path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{nullptr, &std::fclose};
   explicit file_source(const std::string& p) : path(p) {
+    require_regular_file(path);
     errno = 0;
-    struct stat st{};
-    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
     f.reset(std::fopen(path.c_str(), "rb"));
     if (!f) throw data_error(open_failure(path, errno));
   }
@@ -124,9 +141,8 @@ struct file_source final : idx_source {
 };
 #endif
 
-/// Reads one IDX array of unsigned bytes from `src`: the header first, then exactly the data bytes
-/// it announces (at most max_idx_bytes), then one more read to find trailing bytes.
-inline idx_array read_idx_from(idx_source& src, const std::string& path) {
+/// The header of an IDX array of unsigned bytes: its dimensions (at most max_idx_bytes of data).
+inline std::vector<std::uint32_t> read_idx_header(idx_source& src, const std::string& path) {
   std::uint8_t head[4 + 4 * 4];
   const std::size_t got = src.read(head, 4);
   if (got < 4)
@@ -147,7 +163,7 @@ inline idx_array read_idx_from(idx_source& src, const std::string& path) {
   if (const std::size_t dims = src.read(head + 4, 4 * ndims); dims < 4 * ndims)
     throw data_error("locus: " + path + ": truncated inside the dimensions: " + std::to_string(4 + dims) +
                      " bytes, the header needs " + std::to_string(header));
-  idx_array a;
+  std::vector<std::uint32_t> dims;
   std::size_t count = 1;
   for (std::size_t d = 0; d < ndims; ++d) {
     const std::size_t o = 4 + 4 * d;
@@ -157,14 +173,24 @@ inline idx_array read_idx_from(idx_source& src, const std::string& path) {
       throw data_error("locus: " + path + ": dimension " + std::to_string(d) + " at offset " + std::to_string(o) +
                        " is " + std::to_string(e) + ", not a usable extent (at most " +
                        std::to_string(max_idx_bytes) + " data bytes in all)");
-    a.dims.push_back(e);
+    dims.push_back(e);
     count *= e;
   }
+  return dims;
+}
+
+/// The data after a header: exactly the bytes it announces, then one more read to find trailing bytes.
+inline std::vector<std::uint8_t> read_idx_data(idx_source& src, const std::string& path,
+                                               const std::vector<std::uint32_t>& dims) {
+  const std::size_t header = 4 + 4 * dims.size();
+  std::size_t count = 1;
+  for (auto e : dims) count *= e;
+  idx_array a;
   // In pieces, so that memory grows with the bytes that really arrive, not with what the header claims.
   std::size_t data = 0;
   while (data < count) {
     const std::size_t piece = std::min(count - data, std::size_t{1} << 24);
-    a.bytes.resize(data + piece);
+    grow(a.bytes, data + piece, path);
     const std::size_t k = src.read(a.bytes.data() + data, piece);
     data += k;
     if (k < piece) break;
@@ -178,6 +204,14 @@ inline idx_array read_idx_from(idx_source& src, const std::string& path) {
   if (trailing != 0)
     throw data_error("locus: " + path + ": " + std::to_string(trailing) + (trailing >= (std::size_t{1} << 20) ? " or more" : "") +
                      " bytes past the end of the data at offset " + std::to_string(header + count));
+  return std::move(a.bytes);
+}
+
+/// Reads one IDX array of unsigned bytes from `src`: the header first, then its data.
+inline idx_array read_idx_from(idx_source& src, const std::string& path) {
+  idx_array a;
+  a.dims = read_idx_header(src, path);
+  a.bytes = read_idx_data(src, path, a.dims);
   return a;
 }
 }  // namespace detail
@@ -208,16 +242,19 @@ struct labelled_images {
 /// With `classes` > 0, every label must lie in [0, classes) (data_error naming the file and offset).
 inline labelled_images read_labelled(const std::string& images_path, const std::string& labels_path,
                                      std::size_t classes = 0) {
-  const auto im = read_idx(images_path);
+  // The labels (small) and the images' header first: counts, ranks and labels are checked before
+  // the images are inflated.
   const auto lb = read_idx(labels_path);
-  if (im.dims.size() != 3)
+  detail::file_source images(images_path);
+  const auto dims = detail::read_idx_header(images, images_path);
+  if (dims.size() != 3)
     throw data_error("locus: " + images_path + ": an images file has 3 dimensions, this one " +
-                     std::to_string(im.dims.size()));
+                     std::to_string(dims.size()));
   if (lb.dims.size() != 1)
     throw data_error("locus: " + labels_path + ": a labels file has 1 dimension, this one " +
                      std::to_string(lb.dims.size()));
-  if (im.dims[0] != lb.dims[0])
-    throw data_error("locus: " + images_path + " holds " + std::to_string(im.dims[0]) + " images but " + labels_path +
+  if (dims[0] != lb.dims[0])
+    throw data_error("locus: " + images_path + " holds " + std::to_string(dims[0]) + " images but " + labels_path +
                      " " + std::to_string(lb.dims[0]) + " labels");
   if (classes > 0)
     for (std::size_t i = 0; i < lb.bytes.size(); ++i)
@@ -225,11 +262,13 @@ inline labelled_images read_labelled(const std::string& images_path, const std::
         throw data_error("locus: " + labels_path + ": label " + std::to_string(lb.bytes[i]) + " at offset " +
                          std::to_string(4 + 4 * lb.dims.size() + i) + " (example " + std::to_string(i) +
                          ") is outside [0, " + std::to_string(classes) + ")");
-  const std::size_t n = im.dims[0], pixels = std::size_t{im.dims[1]} * im.dims[2];
-  std::vector<float> pix(im.bytes.size());
-  for (std::size_t i = 0; i < pix.size(); ++i) pix[i] = static_cast<float>(im.bytes[i]) / 255.f;
+  const auto bytes = detail::read_idx_data(images, images_path, dims);
+  const std::size_t n = dims[0], pixels = std::size_t{dims[1]} * dims[2];
+  auto pixels_t = tensor<float, cpu, 2>::uninitialized_of(shape{n, pixels});  // written once, no host copy
+  float* pix = pixels_t.data();
+  for (std::size_t i = 0; i < bytes.size(); ++i) pix[i] = static_cast<float>(bytes[i]) / 255.f;
   std::vector<std::int32_t> lab(lb.bytes.begin(), lb.bytes.end());
-  return {tensor<float, cpu, 2>(shape{n, pixels}, pix), tensor<std::int32_t, cpu>(lab)};
+  return {std::move(pixels_t), tensor<std::int32_t, cpu>(lab)};
 }
 
 namespace fashion_mnist {

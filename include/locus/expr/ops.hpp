@@ -18,9 +18,33 @@ namespace locus::ops {
       return static_cast<R>(EXPR);                                                        \
     }                                                                                     \
   };
-LOCUS_DETAIL_BINARY_OP(add, "add", "Add", a + b)
-LOCUS_DETAIL_BINARY_OP(sub, "sub", "Sub", a - b)
-LOCUS_DETAIL_BINARY_OP(mul, "mul", "Mul", a * b)
+
+/// Signed integers wrap modulo 2^N, as numpy's do (in C++ their overflow is undefined behaviour):
+/// the operation runs on the unsigned type and converts back (modular since C++20).
+template <class R, class F>
+LOCUS_HOST_DEVICE constexpr R wrapping(R a, R b, F f) {
+  if constexpr (std::is_integral_v<R> && std::is_signed_v<R>) {
+    using U = std::make_unsigned_t<R>;
+    return static_cast<R>(static_cast<U>(f(static_cast<U>(a), static_cast<U>(b))));
+  } else {
+    return static_cast<R>(f(a, b));
+  }
+}
+struct plus_fn {
+  template <class X>
+  LOCUS_HOST_DEVICE constexpr X operator()(X a, X b) const { return static_cast<X>(a + b); }
+};
+struct minus_fn {
+  template <class X>
+  LOCUS_HOST_DEVICE constexpr X operator()(X a, X b) const { return static_cast<X>(a - b); }
+};
+struct times_fn {
+  template <class X>
+  LOCUS_HOST_DEVICE constexpr X operator()(X a, X b) const { return static_cast<X>(a * b); }
+};
+LOCUS_DETAIL_BINARY_OP(add, "add", "Add", wrapping<R>(static_cast<R>(a), static_cast<R>(b), plus_fn{}))
+LOCUS_DETAIL_BINARY_OP(sub, "sub", "Sub", wrapping<R>(static_cast<R>(a), static_cast<R>(b), minus_fn{}))
+LOCUS_DETAIL_BINARY_OP(mul, "mul", "Mul", wrapping<R>(static_cast<R>(a), static_cast<R>(b), times_fn{}))
 LOCUS_DETAIL_BINARY_OP(minimum, "minimum", "Minimum", b < a ? b : a)
 LOCUS_DETAIL_BINARY_OP(maximum, "maximum", "Maximum", a < b ? b : a)
 #undef LOCUS_DETAIL_BINARY_OP
@@ -74,6 +98,13 @@ struct pow {
   }
 };
 
+/// -a; the most negative signed integer negates to itself (wrapping), -0.0 stays signed.
+template <class A>
+LOCUS_HOST_DEVICE constexpr A negated(A a) {
+  if constexpr (std::is_integral_v<A> && std::is_signed_v<A>) return wrapping<A>(A(0), a, minus_fn{});
+  else return static_cast<A>(-a);
+}
+
 #define LOCUS_DETAIL_UNARY_OP(NAME, LOG, TYPE, EXPR)                                      \
   struct NAME {                                                                           \
     static constexpr const char* name = LOG;                                              \
@@ -83,7 +114,7 @@ struct pow {
       return static_cast<A>(EXPR);                                                        \
     }                                                                                     \
   };
-LOCUS_DETAIL_UNARY_OP(neg, "neg", "Neg", -a)
+LOCUS_DETAIL_UNARY_OP(neg, "neg", "Neg", negated(a))
 LOCUS_DETAIL_UNARY_OP(exp, "exp", "Exp", std::exp(a))
 LOCUS_DETAIL_UNARY_OP(log, "log", "Log", std::log(a))
 LOCUS_DETAIL_UNARY_OP(sqrt, "sqrt", "Sqrt", std::sqrt(a))

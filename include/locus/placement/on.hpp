@@ -125,6 +125,7 @@ struct copy_leaves_to {
 template <class T, device D, int R>
 struct overlap_probe {
   tensor_view<T, D, R> dst;
+  bool element_for_element_ok = true;  // false: even the very same elements count as overlap
   bool partial = false;
   template <class L>
   L operator()(const L& l) {
@@ -135,7 +136,7 @@ struct overlap_probe {
       const auto* p = reinterpret_cast<const unsigned char*>(l.view.data());
       const std::size_t bytes = l.view.size() * sizeof(U);
       if (bytes != 0 && dst.size() != 0 && p < hi && lo < p + bytes) {
-        bool same = p == lo && sizeof(U) == sizeof(T);
+        bool same = element_for_element_ok && p == lo && sizeof(U) == sizeof(T);
         if constexpr (L::rank == R) same = same && l.view.shape() == dst.shape();
         else same = false;
         partial = partial || !same;
@@ -265,12 +266,17 @@ void assign(Dst& dst, E&& e) {
     tensor_view<T, D, Dst::rank> out;
     if constexpr (is_tensor<Dst>::value) out = dst.view();
     else out = dst;
+    if (out.size() != n.shape().size())  // a rank-0 view of an empty rank-0 tensor
+      throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from "
+                        "tensor): assign the tensor itself");
     // An operand that shares memory with the destination other than element for element (a shifted
     // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
     // such an expression is evaluated into a temporary first. `a = a + b` stays in place.
     const auto write = [&](const auto& m) {
-      if constexpr (!special_expression<std::remove_cvref_t<decltype(m)>>) {
-        overlap_probe<T, D, Dst::rank> probe{out};
+      using M = std::remove_cvref_t<decltype(m)>;
+      if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
+        // A reduction reads other elements than the one it writes: any shared memory counts.
+        overlap_probe<T, D, Dst::rank> probe{out, !special_expression<M>};
         (void)m.rebind(probe);
         if (probe.partial) {
           auto tmp = tensor<T, D, Dst::rank>::uninitialized_of(out.shape());

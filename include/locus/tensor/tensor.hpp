@@ -154,7 +154,11 @@ public:
 
   [[nodiscard]] constexpr T* data() const noexcept { return p_; }
   [[nodiscard]] constexpr const locus::shape<Rank>& shape() const noexcept { return shape_; }
-  [[nodiscard]] constexpr std::size_t size() const noexcept { return shape_.size(); }
+  /// shape().size(); a rank-0 view of no storage (of an empty rank-0 tensor) has none.
+  [[nodiscard]] constexpr std::size_t size() const noexcept {
+    if constexpr (Rank == 0) return p_ == nullptr ? 0 : 1;
+    else return shape_.size();
+  }
   [[nodiscard]] constexpr std::size_t extent(std::size_t i) const noexcept { return shape_[i]; }
   [[nodiscard]] constexpr const char* name() const noexcept { return name_; }
   [[nodiscard]] std::vector<value_type> to_vector() const { return detail::copy_to_host<value_type, D>(p_, size()); }
@@ -271,6 +275,8 @@ public:
 
   /// A deep copy on the same device.
   [[nodiscard]] tensor clone() const {
+    if constexpr (Rank == 0)
+      if (empty()) return tensor{};  // an empty rank-0 tensor clones to an empty one
     tensor t(shape_, uninitialized);
     backend::copy(id_of<D>, t.data(), id_of<D>, data(), size() * sizeof(T));
     t.name_ = name_;

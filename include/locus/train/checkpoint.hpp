@@ -27,6 +27,7 @@
 #include <vector>
 #if __has_include(<unistd.h>)
 #  include <stdlib.h>  // mkstemp
+#  include <sys/stat.h>
 #  include <unistd.h>
 #endif
 
@@ -258,8 +259,19 @@ inline void checkpoint::save(const std::string& path) const {
 }
 
 inline checkpoint checkpoint::load(const std::string& path) {
+#if __has_include(<unistd.h>)
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0)
+    throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw checkpoint_error("locus: checkpoint " + path + ": cannot read the file: it is " +
+                           (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+#endif
+  errno = 0;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file");
+  if (!f)
+    throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file" +
+                           (errno ? std::string(": ") + std::strerror(errno) : std::string()));
   std::vector<std::uint8_t> bytes;
   std::uint8_t buf[1 << 16];
   std::size_t n = 0;
