@@ -4,6 +4,7 @@
 // installs it (/usr/share/datasets/fashion-mnist; LOCUS_FASHION_MNIST_DIR or an argument
 // overrides the place).
 #include <locus/config.hpp>
+#include <locus/detail/files.hpp>
 #include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
 
@@ -16,8 +17,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <sys/stat.h>
 
 #if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
 #  include <zlib.h>
@@ -62,21 +61,16 @@ struct memory_source final : idx_source {
   }
 };
 
-/// Why a file cannot be read, from the OS: missing, not permitted, a directory.
+/// Why an open of a regular file failed, from the OS (missing, not permitted).
 inline std::string open_failure(const std::string& path, int err) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return "locus: " + path + ": cannot read the file: it is a directory";
   return "locus: " + path + ": cannot open the file: " + std::strerror(err != 0 ? err : ENOENT);
 }
 
-/// Only regular files are opened: a directory, a FIFO (whose open would wait for a writer forever)
-/// or a device is refused by name before anything is read.
+/// Only regular files are opened: a directory, a FIFO or a device is refused by name before
+/// anything is read.
 inline void require_regular_file(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) throw data_error(open_failure(path, errno));
-  if (S_ISDIR(st.st_mode)) throw data_error(open_failure(path, EISDIR));
-  if (!S_ISREG(st.st_mode)) throw data_error("locus: " + path + ": cannot read the file: it is not a regular file");
+  if (const auto why = locus::detail::unreadable_reason(path); !why.empty())
+    throw data_error("locus: " + path + ": " + why);
 }
 
 /// Grows `v` to n elements, or a data_error naming the file when memory runs out.

@@ -16,6 +16,7 @@
 // type, sizes against the file's length before any allocation, checksum) and throws
 // checkpoint_error naming the file, the byte offset and what is wrong.
 #include <locus/config.hpp>
+#include <locus/detail/files.hpp>
 #include <locus/errors.hpp>
 
 #include <cerrno>
@@ -27,7 +28,6 @@
 #include <vector>
 #if __has_include(<unistd.h>)
 #  include <stdlib.h>  // mkstemp
-#  include <sys/stat.h>
 #  include <unistd.h>
 #endif
 
@@ -259,14 +259,8 @@ inline void checkpoint::save(const std::string& path) const {
 }
 
 inline checkpoint checkpoint::load(const std::string& path) {
-#if __has_include(<unistd.h>)
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0)
-    throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw checkpoint_error("locus: checkpoint " + path + ": cannot read the file: it is " +
-                           (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
-#endif
+  if (const auto why = locus::detail::unreadable_reason(path); !why.empty())
+    throw checkpoint_error("locus: checkpoint " + path + ": " + why);
   errno = 0;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f)
