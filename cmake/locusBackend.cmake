@@ -45,6 +45,18 @@ function(locus_create_backend kind)
   if(kind STREQUAL "cuda")
     find_package(CUDAToolkit REQUIRED)
     target_link_libraries(locus::_backend INTERFACE CUDA::cublas CUDA::cudart)
+    # NCCL (dist::nccl, the default communicator between GPUs) comes with the CUDA Toolkit here
+    # (nccl.h, libnccl.so.2 in its include and lib64 folders); without it dist::nccl does not compile
+    # and dist::automatic sums in process. LOCUS_WITH_NCCL=OFF leaves it out.
+    if(NOT DEFINED LOCUS_WITH_NCCL OR LOCUS_WITH_NCCL)
+      find_path(LOCUS_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+      find_library(LOCUS_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+      if(LOCUS_NCCL_INCLUDE_DIR AND LOCUS_NCCL_LIBRARY)
+        target_compile_definitions(locus::_backend INTERFACE LOCUS_HAS_NCCL=1)
+        target_include_directories(locus::_backend INTERFACE ${LOCUS_NCCL_INCLUDE_DIR})
+        target_link_libraries(locus::_backend INTERFACE ${LOCUS_NCCL_LIBRARY})
+      endif()
+    endif()
   endif()
   find_package(ZLIB QUIET)
   if(TARGET ZLIB::ZLIB)

@@ -1,14 +1,12 @@
 // The main job: trains the 784-256-10 MLP on Fashion-MNIST over N devices, synchronously
-// (sync_average) or asynchronously (hogwild), and shows where everything runs.
-//   multi_device_train [--policy sync|hogwild|both] [--devices 1|2|4] [--epochs E] [--batch B]
-//                      [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] [--schedule constant|cosine]
-//                      [--staleness] [--lookahead] [--writes atomic_add|load_store] [--max-steps S]
-//                      [--seed K] [--data DIR] [--csv FILE] [--plot FILE.png|FILE.svg]
-//                      [--progress] [--log-device-placement] [--expect-accuracy A]
+// (sync_average), asynchronously (hogwild) or with periodic averaging (local_sgd), and shows where
+// everything runs. `multi_device_train --help` prints the options. Every policy's defaults are its
+// recipe: with no flag but --policy and --devices, 1/5/10 epochs reach 0.80/0.86/0.87 test accuracy
+// on 1, 2 and 4 devices (README.md has the table).
 // Under `mpirun -np R` (a build with MPI) the same command trains across the R ranks, each with
-// its N devices: mpi<sync_average> or mpi<hogwild>; rank 0 alone prints and writes files.
-// --policy both trains with each policy in turn (the same model, data and devices) and --plot
-// draws their loss curves against step and wall time.
+// its N devices: mpi<sync_average>, mpi<hogwild> or mpi<local_sgd>; rank 0 alone prints and writes
+// files. --policy both trains with sync_average and hogwild in turn (the same model, data and
+// devices) and --plot draws their loss curves against step and wall time.
 // Devices are gpu<0>..gpu<N-1>: real GPUs in a CUDA build (logical ones where the machine has
 // fewer), emulated GPUs otherwise.
 #include <locus/locus.hpp>
@@ -26,31 +24,66 @@
 #include <type_traits>
 #include <vector>
 #include <string>
+#include <string_view>
 
 using namespace locus;
 using namespace locus::train;
 
 namespace {
 
+constexpr const char* usage_text =
+    "usage: multi_device_train [options]\n"
+    "  --policy sync|hogwild|local|both   sync_average (default), hogwild, local_sgd, or sync then hogwild\n"
+    "  --devices 1|2|4                    devices gpu<0>..gpu<N-1> (default 2; a build without GPUs: 1, the cpu)\n"
+    "  --epochs E --batch B --seed K      (default 1 epoch, batch 256, seed 0)\n"
+    "  --max-steps S                      stop after S steps\n"
+    "  --lr X --momentum M                SGD with momentum (default 0.1, 0.9)\n"
+    "  --hogwild-lr X                     hogwild's rate when it differs from --lr\n"
+    "  --warmup S --schedule constant|cosine   (default: the policy's recipe; hogwild: cosine after 20)\n"
+    "  --staleness on|off --lookahead on|off --writes atomic_add|load_store   hogwild's options\n"
+    "  --accumulate K                     sync_average: micro-batches per update\n"
+    "  --period H                         local_sgd: local steps between averages (default 4)\n"
+    "  --data DIR --csv FILE --plot FILE.png|FILE.svg --progress --log-device-placement\n"
+    "  --expect-accuracy A                exit 1 below it\n"
+    "  --help                             this text\n";
+
 struct args {
   std::string policy = "sync";
   int devices = 2;
   fit_options fit;
   sgd opt{0.1f, 0.9f};
-  float hogwild_lr = 0;  // 0: --lr (hogwild's stale updates often want a smaller one)
+  float hogwild_lr = 0;  // 0: --lr
+  hogwild hog;
+  sync_average sync;
+  local_sgd local;
   std::uint64_t seed = 0;
   std::string data_dir, csv, plot;
   bool log_placement = false;
   double expect_accuracy = 0;  // exit 1 below it (the example's test)
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "multi_device_train: %s\nusage: multi_device_train [--policy sync|hogwild] [--devices 1|2|4] "
-                       "[--epochs E] [--batch B] [--lr X] [--hogwild-lr X] [--momentum M] [--warmup S] "
-                       "[--schedule constant|cosine] [--staleness] [--lookahead] [--writes atomic_add|load_store] "
-                       "[--max-steps S] [--seed K] [--data DIR] "
-                       "[--csv FILE] [--log-device-placement] [--expect-accuracy A]\n", why);
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "multi_device_train: %s\n%s", why.c_str(), usage_text);
   std::exit(2);
+}
+
+bool on_off(const std::string& k, const std::string& v) {
+  if (v != "on" && v != "off") usage(k + " is on or off");
+  return v == "on";
+}
+
+std::size_t count(const std::string& k, const std::string& v) {
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || v[0] == '-') usage(k + " takes a whole number, not '" + v + "'");
+  return std::size_t(n);
+}
+
+float real(const std::string& k, const std::string& v) {
+  char* end = nullptr;
+  const float x = std::strtof(v.c_str(), &end);
+  if (v.empty() || *end != '\0') usage(k + " takes a number, not '" + v + "'");
+  return x;
 }
 
 args parse(int argc, char** argv) {
@@ -60,40 +93,47 @@ args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
+      if (i + 1 >= argc) usage("missing value for " + k);
       return argv[++i];
     };
-    if (k == "--policy") a.policy = value();
-    else if (k == "--devices") a.devices = std::atoi(value().c_str());
-    else if (k == "--epochs") a.fit.epochs = std::strtoull(value().c_str(), nullptr, 10);
-    else if (k == "--batch") a.fit.batch = std::strtoull(value().c_str(), nullptr, 10);
-    else if (k == "--lr") a.opt.lr = std::strtof(value().c_str(), nullptr);
-    else if (k == "--hogwild-lr") a.hogwild_lr = std::strtof(value().c_str(), nullptr);
+    if (k == "--help" || k == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    }
+    else if (k == "--policy") a.policy = value();
+    else if (k == "--devices") a.devices = int(count(k, value()));
+    else if (k == "--epochs") a.fit.epochs = count(k, value());
+    else if (k == "--batch") a.fit.batch = count(k, value());
+    else if (k == "--lr") a.opt.lr = real(k, value());
+    else if (k == "--hogwild-lr") a.hogwild_lr = real(k, value());
     else if (k == "--plot") a.plot = value();
     else if (k == "--progress") a.fit.bar = progress_bar::on;
-    else if (k == "--momentum") a.opt.momentum = std::strtof(value().c_str(), nullptr);
-    else if (k == "--warmup") a.fit.warmup_steps = std::strtoull(value().c_str(), nullptr, 10);
-    else if (k == "--staleness") a.fit.scale_by_staleness = true;
-    else if (k == "--lookahead") a.fit.lookahead = true;
+    else if (k == "--momentum") a.opt.momentum = real(k, value());
+    else if (k == "--warmup") a.fit.warmup_steps = count(k, value());
+    else if (k == "--staleness") a.hog.scale_by_staleness = on_off(k, value());
+    else if (k == "--lookahead") a.hog.lookahead = on_off(k, value());
+    else if (k == "--accumulate") a.sync.accumulate = count(k, value());
+    else if (k == "--period") a.local.period = count(k, value());
     else if (k == "--writes") {
       const auto v = value();
       if (v != "atomic_add" && v != "load_store") usage("--writes is atomic_add or load_store");
-      a.fit.writes = v == "load_store" ? hogwild_writes::load_store : hogwild_writes::atomic_add;
+      a.hog.writes = v == "load_store" ? hogwild_writes::load_store : hogwild_writes::atomic_add;
     }
     else if (k == "--schedule") {
       const auto v = value();
       if (v != "constant" && v != "cosine") usage("--schedule is constant or cosine");
       a.fit.schedule = v == "cosine" ? lr_schedule::cosine : lr_schedule::constant;
     }
-    else if (k == "--max-steps") a.fit.max_steps = std::strtoull(value().c_str(), nullptr, 10);
-    else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--max-steps") a.fit.max_steps = count(k, value());
+    else if (k == "--seed") a.seed = count(k, value());
     else if (k == "--data") a.data_dir = value();
     else if (k == "--csv") a.csv = value();
     else if (k == "--log-device-placement") a.log_placement = true;
-    else if (k == "--expect-accuracy") a.expect_accuracy = std::strtod(value().c_str(), nullptr);
-    else usage(("unknown option " + k).c_str());
+    else if (k == "--expect-accuracy") a.expect_accuracy = real(k, value());
+    else usage("unknown option " + k);
   }
-  if (a.policy != "sync" && a.policy != "hogwild" && a.policy != "both") usage("--policy is sync, hogwild or both");
+  if (a.policy != "sync" && a.policy != "hogwild" && a.policy != "local" && a.policy != "both")
+    usage("--policy is sync, hogwild, local or both");
   if (a.devices != 1 && a.devices != 2 && a.devices != 4) usage("--devices is 1, 2 or 4");
   a.fit.seed = a.seed;
   return a;
@@ -106,27 +146,39 @@ struct outcome {
 
 /// "sync_average", or "mpi<sync_average>" across ranks.
 template <class P>
-struct policy_name {
-  static std::string get() { return P::name; }
-};
+std::string policy_name() {
+  if constexpr (std::is_same_v<typename P::communicator, dist::mpi>) return std::string("mpi<") + P::name + ">";
+  else return P::name;
+}
+
+/// The policy object with the options given on the command line (the rest: its defaults).
 template <class P>
-struct policy_name<mpi<P>> {
-  static std::string get() { return std::string("mpi<") + P::name + ">"; }
-};
+P policy_from(const args& a) {
+  P p{};
+  if constexpr (requires { p.lookahead; }) {
+    p.lookahead = a.hog.lookahead;
+    p.scale_by_staleness = a.hog.scale_by_staleness;
+    p.writes = a.hog.writes;
+  } else if constexpr (requires { p.accumulate; }) {
+    p.accumulate = a.sync.accumulate;
+  } else if constexpr (requires { p.period; }) {
+    p.period = a.local.period;
+  }
+  return p;
+}
 
 template <class Policy, class... Ds>
 outcome run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
   mlp<float> model({784, 256, 10}, a.seed + 1);
-  using base = typename locus::train::detail::policy_traits<Policy>::policy;
-  const std::string name = policy_name<Policy>::get();
+  const std::string name = policy_name<Policy>();
   sgd opt = a.opt;
-  if (std::is_same_v<base, hogwild> && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
-  data_parallel<Policy, Ds...> trainer{model, opt};
+  if (std::string_view(Policy::name) == "hogwild" && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
+  data_parallel<Policy, Ds...> trainer{model, opt, policy_from<Policy>(a)};
   std::printf("policy %s on", name.c_str());
   ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
   std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
   if (trainer.ranks() > 1) std::printf(", on each of %d ranks", trainer.ranks());
-  std::printf("\n");
+  std::printf(", communicator %s\n", trainer.communicator_name().c_str());
   if (a.log_placement) {
     // One step with the placement log on: where every operation of a training step runs. Then a
     // fresh trainer, so that the run below starts from the initial parameters.
@@ -138,7 +190,7 @@ outcome run(const args& a, const data::labelled_images& train, const data::label
       once.epochs = 1;
       once.log_every = 0;
       once.bar = progress_bar::off;
-      data_parallel<Policy, Ds...>{model, opt}.fit(train, once);
+      data_parallel<Policy, Ds...>{model, opt, policy_from<Policy>(a)}.fit(train, once);
     }
   }
   const auto result = trainer.fit(train, a.fit);
@@ -220,8 +272,9 @@ int main(int argc, char** argv) {
     for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
     std::printf("\n");
     std::vector<outcome> runs;
-    if (a.policy != "hogwild") runs.push_back(dispatch<sync_average>(a, across_ranks, train, test));
-    if (a.policy != "sync") runs.push_back(dispatch<hogwild>(a, across_ranks, train, test));
+    if (a.policy == "sync" || a.policy == "both") runs.push_back(dispatch<sync_average>(a, across_ranks, train, test));
+    if (a.policy == "hogwild" || a.policy == "both") runs.push_back(dispatch<hogwild>(a, across_ranks, train, test));
+    if (a.policy == "local") runs.push_back(dispatch<local_sgd>(a, across_ranks, train, test));
     if (!a.csv.empty()) write_csv(a.csv, runs);
     if (!a.plot.empty()) {
       std::vector<example::curve> curves;

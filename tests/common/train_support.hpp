@@ -32,10 +32,14 @@ inline data::labelled_images synthetic(std::size_t n, std::uint64_t seed) {
   return {std::move(x), tensor<std::int32_t, cpu>(y)};
 }
 
+/// Options without output, at a constant rate without warmup whatever the policy's recipe (the
+/// tests compare runs with formulas and with one another).
 inline fit_options quiet(std::size_t epochs, std::size_t batch) {
   fit_options o;
   o.epochs = epochs;
   o.batch = batch;
+  o.schedule = lr_schedule::constant;
+  o.warmup_steps = 0;
   o.log_every = 0;
   o.bar = progress_bar::off;
   return o;

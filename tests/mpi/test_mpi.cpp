@@ -132,17 +132,18 @@ TEST_CASE("mpi<hogwild>: workers of both ranks train the parameters in rank 0's 
 TEST_CASE("mpi<hogwild>: lookahead and load_store writes are refused on every rank", "[mpi][hogwild]") {
   mlp<float> model({16, 4}, 1);
   auto data = synthetic(128, 5);
-  data_parallel<mpi<hogwild>, cpu> ranks{model, sgd{0.1f, 0.9f}};
   auto o = quiet(1, 32);
-  o.lookahead = true;
-  CHECK(error_of([&] { ranks.fit(data, o); }) ==
+  data_parallel<mpi<hogwild>, cpu> ahead{model, sgd{0.1f, 0.9f}, mpi<hogwild>{.lookahead = true}};
+  CHECK(error_of([&] { ahead.fit(data, o); }) ==
         "locus: fit: lookahead needs momentum and in-process hogwild (mpi<hogwild> has no shared momentum sum)");
-  o.lookahead = false;
-  o.writes = hogwild_writes::load_store;
-  CHECK(error_of([&] { ranks.fit(data, o); }) ==
+  data_parallel<mpi<hogwild>, cpu> plain_writes{model, sgd{0.1f, 0.9f},
+                                                mpi<hogwild>{.writes = hogwild_writes::load_store}};
+  CHECK(error_of([&] { plain_writes.fit(data, o); }) ==
         "locus: fit: hogwild_writes::load_store is for in-process hogwild (mpi<hogwild> adds with MPI_Accumulate)");
-  // Nothing was trained, and the job goes on: a plain fit still runs on both ranks.
-  o.writes = hogwild_writes::atomic_add;
+  CHECK(ahead.state().steps == 0);
+  // Nothing was trained, and the job goes on: a fit with the defaults (off and atomic_add across
+  // ranks) runs on both ranks.
+  data_parallel<mpi<hogwild>, cpu> ranks{model, sgd{0.1f, 0.9f}};
   CHECK(ranks.fit(data, o).curve.size() == 2);
 }
 

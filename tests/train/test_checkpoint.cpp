@@ -288,19 +288,19 @@ TEST_CASE("non-finite steps: thrown, skipped or stopping the run, never applied"
       CHECK((message.find("nan") != std::string::npos) == loss);
       CHECK(t.parameters() == reference.parameters());
     }
-    // Both policies, one worker each (so hogwild is deterministic): stopping ends where sync
+    // Every policy, one worker each (so hogwild is deterministic): stopping ends where sync
     // stops and records the steps taken (3), not the 8 planned; a skipped step is a step taken.
-    auto stop_and_skip = [&]<class Policy>(Policy) {
+    auto stop_and_skip = [&]<class Policy>(Policy policy) {
       auto o = quiet(1, 64);
       o.on_non_finite = non_finite::stop;
-      data_parallel<Policy, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      data_parallel<Policy, cpu> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}, policy};
       const auto r = t.fit(data, o);
       CHECK(r.stopped);
       CHECK(r.curve.size() == 3);
       CHECK(t.state().steps == 3);
       CHECK(t.parameters() == reference.parameters());
       o.on_non_finite = non_finite::skip_step;
-      data_parallel<Policy, cpu> s{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}};
+      data_parallel<Policy, cpu> s{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}, policy};
       const auto skipped = s.fit(data, o);
       CHECK(skipped.skipped == 1);
       CHECK(skipped.curve.size() == 8);
@@ -309,6 +309,7 @@ TEST_CASE("non-finite steps: thrown, skipped or stopping the run, never applied"
       CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
     };
     stop_and_skip(sync_average{});
-    stop_and_skip(hogwild{});
+    stop_and_skip(hogwild{.lookahead = false});  // one worker without look-ahead: sync's steps
+    stop_and_skip(local_sgd{});                   // one replica: averaging changes nothing
   }
 }

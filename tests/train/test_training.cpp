@@ -155,14 +155,12 @@ TEST_CASE("plain SGD and the warmup follow their formulas", "[train][options]") 
 TEST_CASE("the cosine schedule falls from the rate to zero after the warmup", "[train][options]") {
   fit_options o;
   o.warmup_steps = 2;
-  const sgd opt{0.4f, 0.9f};
-  CHECK(locus::train::detail::at_step(opt, o, 5, 10).lr == 0.4f);  // constant by default
+  CHECK(scheduled_lr(0.4f, o, 5, 10) == 0.4f);  // constant when unset
   o.schedule = lr_schedule::cosine;
-  CHECK(locus::train::detail::at_step(opt, o, 0, 10).lr == Approx(0.2f));  // warmup: 1/2 of the rate
-  CHECK(locus::train::detail::at_step(opt, o, 2, 10).lr == Approx(0.4f));  // the first step after it
-  CHECK(locus::train::detail::at_step(opt, o, 6, 10).lr == Approx(0.2f));  // half way through the decay
-  CHECK(locus::train::detail::at_step(opt, o, 9, 10).lr == Approx(0.4 * 0.5 * (1 + std::cos(3.14159265358979 * 7 / 8))));
-  CHECK(locus::train::detail::at_step(opt, o, 9, 10).momentum == 0.9f);
+  CHECK(scheduled_lr(0.4f, o, 0, 10) == Approx(0.2f));  // warmup: 1/2 of the rate
+  CHECK(scheduled_lr(0.4f, o, 2, 10) == Approx(0.4f));  // the first step after it
+  CHECK(scheduled_lr(0.4f, o, 6, 10) == Approx(0.2f));  // half way through the decay
+  CHECK(scheduled_lr(0.4f, o, 9, 10) == Approx(0.4 * 0.5 * (1 + std::cos(3.14159265358979 * 7 / 8))));
   // A fit follows it: one step of plain SGD from zero at the cosine's first rate, then less.
   softmax_regression<float> model(16, 4);
   auto data = synthetic(128, 6);
@@ -189,11 +187,11 @@ TEST_CASE("the cosine schedule falls from the rate to zero after the warmup", "[
 TEST_CASE("staleness scaling leaves a single hogwild worker exactly as it was", "[train][hogwild][options]") {
   mlp<float> model({16, 12, 4}, 3);
   auto data = synthetic(512, 4);
-  data_parallel<hogwild, cpu> plain{model, sgd{0.1f, 0.9f}}, scaled{model, sgd{0.1f, 0.9f}};
+  data_parallel<hogwild, cpu> plain{model, sgd{0.1f, 0.9f}, hogwild{.scale_by_staleness = false}};
+  data_parallel<hogwild, cpu> scaled{model, sgd{0.1f, 0.9f}, hogwild{.scale_by_staleness = true}};
   auto o = quiet(2, 64);
   plain.fit(data, o);
-  o.scale_by_staleness = true;  // one worker: tau is always 0, the weight 1
-  scaled.fit(data, o);
+  scaled.fit(data, o);  // one worker: tau is always 0, the weight 1
   CHECK(plain.parameters() == scaled.parameters());
 }
 
@@ -201,16 +199,16 @@ TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * mom
   const float lr = 0.1f, mom = 0.9f;
   mlp<float> model({16, 12, 4}, 3);
   auto data = synthetic(512, 4);
-  data_parallel<hogwild, cpu> plain{model, sgd{lr, mom}}, ahead{model, sgd{lr, mom}};
+  data_parallel<hogwild, cpu> plain{model, sgd{lr, mom}, hogwild{.lookahead = false}};
+  data_parallel<hogwild, cpu> ahead{model, sgd{lr, mom}, hogwild{.lookahead = true}};
   auto o = quiet(2, 64);
   plain.fit(data, o);
-  o.lookahead = true;
   ahead.fit(data, o);
   // The same steps by hand: the model's gradient at the look-ahead point, then the momentum step.
   replica_of<mlp<float>, cpu> r(std::make_shared<const mlp<float>>(model));
   std::vector<float> theta = flat(model.init<cpu>()), v(theta.size(), 0.f);
   for (std::size_t epoch = 0; epoch < 2; ++epoch) {
-    const auto order = locus::train::detail::shuffled(data.size(), o.seed, epoch);
+    const auto order = data::shuffled(data.size(), o.seed, epoch);
     for (std::size_t first = 0; first + 64 <= data.size(); first += 64) {
       std::size_t at = 0;
       for (const auto& p : r.parameters()) {
@@ -219,7 +217,7 @@ TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * mom
         locus::transfer(p, tensor_view<const float, cpu, 1>(point.data(), p.shape()));
         at += p.size();
       }
-      auto [x, y] = locus::train::detail::gather<cpu>(data, order, first, 64);
+      auto [x, y] = data::gather<cpu>(data, order, first, 64);
       r.loss_and_grad(x, y);
       at = 0;
       for (const auto& g : r.gradients()) {
@@ -246,11 +244,14 @@ TEST_CASE("lookahead: one hogwild worker takes each gradient at theta - lr * mom
 TEST_CASE("hogwild_writes::load_store leaves a single hogwild worker exactly as it was", "[train][hogwild][options]") {
   mlp<float> model({16, 12, 4}, 3);
   auto data = synthetic(512, 4);
-  data_parallel<hogwild, cpu> rmw{model, sgd{0.1f, 0.9f}}, plain{model, sgd{0.1f, 0.9f}};
+  // Both shared vectors (the parameters and the momenta's sum, lookahead); one writer: nothing can
+  // interleave, nothing is lost.
+  data_parallel<hogwild, cpu> rmw{model, sgd{0.1f, 0.9f},
+                                  hogwild{.lookahead = true, .writes = hogwild_writes::atomic_add}};
+  data_parallel<hogwild, cpu> plain{model, sgd{0.1f, 0.9f},
+                                    hogwild{.lookahead = true, .writes = hogwild_writes::load_store}};
   auto o = quiet(2, 64);
-  o.lookahead = true;  // both shared vectors: the parameters and the momenta's sum
   rmw.fit(data, o);
-  o.writes = hogwild_writes::load_store;  // one writer: nothing can interleave, nothing is lost
   plain.fit(data, o);
   CHECK(rmw.parameters() == plain.parameters());
 }
@@ -259,13 +260,17 @@ TEST_CASE("lookahead is refused where it has no meaning", "[train][options][erro
   mlp<float> model({16, 12, 4}, 3);
   auto data = synthetic(256, 4);
   auto o = quiet(1, 64);
-  o.lookahead = true;
-  data_parallel<hogwild, cpu> no_momentum{model, sgd{0.1f, 0.f}};
+  data_parallel<hogwild, cpu> no_momentum{model, sgd{0.1f, 0.f}, hogwild{.lookahead = true}};
+  const auto before = no_momentum.parameters();
   CHECK_THROWS_WITH(no_momentum.fit(data, o),
                     "locus: fit: lookahead needs momentum and in-process hogwild (the momentum is 0)");
-  data_parallel<sync_average, cpu> sync{model, sgd{0.1f, 0.9f}};
-  CHECK_THROWS_WITH(sync.fit(data, o), "locus: fit: lookahead is for hogwild (sync_average's gradients are never stale)");
-  CHECK(sync.state().steps == 0);
+  CHECK(no_momentum.parameters() == before);
+  CHECK(no_momentum.state().steps == 0);
+  // Unset, it is on with momentum and off without: no error.
+  data_parallel<hogwild, cpu> plain{model, sgd{0.1f, 0.f}};
+  CHECK(plain.fit(data, o).curve.size() == 4);
+  // sync_average has no such option: sync_average{.lookahead = true} does not compile
+  // (tests/compile_fail/sync_average_lookahead.cpp).
 }
 
 #if LOCUS_HAS_GPUS
@@ -273,12 +278,12 @@ TEST_CASE("hogwild with lookahead, staleness scaling and load_store writes on th
           "[train][hogwild][threads][options]") {
   mlp<float> model({16, 12, 4}, 7);
   auto data = synthetic(2048, 3);
-  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{model, sgd{0.02f, 0.9f}};
+  // Plain atomic loads and stores: still no data race.
+  data_parallel<hogwild, cpu, gpu<0>, gpu<1>> trainer{
+      model, sgd{0.02f, 0.9f},
+      hogwild{.lookahead = true, .scale_by_staleness = true, .writes = hogwild_writes::load_store}};
   const double before = trainer.accuracy(data);
   auto o = quiet(6, 32);
-  o.lookahead = true;
-  o.scale_by_staleness = true;
-  o.writes = hogwild_writes::load_store;  // plain atomic loads and stores: still no data race
   auto result = trainer.fit(data, o);
   CHECK(result.curve.size() == 6 * (2048 / 32));
   CHECK(trainer.accuracy(data) > 0.8);

@@ -6,6 +6,7 @@
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
+#include <locus/backend/omp.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 
@@ -56,9 +57,7 @@ template <class T>
 void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   constexpr std::size_t kb = 256;
-#if defined(_OPENMP)
-#  pragma omp parallel for schedule(static) if (m * n * k >= (std::size_t{1} << 18))
-#endif
+  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (m * n * k >= (std::size_t{1} << 18)))
   for (std::size_t i = 0; i < m; ++i) {
     T* ci = c + i * ldc;
     for (std::size_t j = 0; j < n; ++j) ci[j] = beta == T(0) ? T(0) : beta * ci[j];

@@ -11,6 +11,7 @@
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
+#include <locus/backend/omp.hpp>
 #include <locus/device/device.hpp>
 
 #include <algorithm>
@@ -107,9 +108,7 @@ auto reduce_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t
 template <class K, class R>
 auto sum_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
   auto s = ops.identity();
-#if defined(_OPENMP)
-#  pragma omp simd reduction(+ : s)
-#endif
+  LOCUS_PRAGMA_OMP(simd reduction(+ : s))
   for (std::size_t i = b; i < e; ++i) s += ops.lift(k(i), i);
   return s;
 }
@@ -137,11 +136,11 @@ auto host_reduce(const K& k, const R& r, std::size_t n) {
   if (n >= serial_threshold) {
     std::vector<Acc> partial(static_cast<std::size_t>(omp_get_max_threads()), r.identity());
     std::size_t used = 1;
-#  pragma omp parallel
+    LOCUS_PRAGMA_OMP(parallel)
     {
       const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
       const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
-#  pragma omp single
+    LOCUS_PRAGMA_OMP(single)
       used = nt;
       const std::size_t chunk = (n + nt - 1) / nt;
       const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
@@ -222,9 +221,7 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
   }
   if constexpr (runs_on_host<D> && Axis == 1) {
     // Rows are contiguous: each one gets the 16-accumulator loop.
-#if defined(_OPENMP)
-#  pragma omp parallel for schedule(static) if (rows * cols >= serial_threshold)
-#endif
+  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (rows * cols >= serial_threshold))
     for (std::size_t r = 0; r < rows; ++r)
       out[r] = static_cast<T>(reducer.finish(detail::serial_reduce(
                                                  [&](std::size_t c) { return kernel(r * cols + c); }, reducer, 0, cols),
@@ -236,9 +233,7 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
     constexpr std::size_t block = 64;
     const std::size_t blocks = (cols + block - 1) / block;
     const K k = kernel;  // a local copy: its pointers stay in registers
-#if defined(_OPENMP)
-#  pragma omp parallel for schedule(static) if (blocks > 1 && rows * cols >= serial_threshold)
-#endif
+  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (blocks > 1 && rows * cols >= serial_threshold))
     for (std::size_t b = 0; b < blocks; ++b) {
       const std::size_t c0 = b * block, width = std::min(block, cols - c0);
       Acc acc[block];

@@ -64,6 +64,7 @@ concept model_on =
 template <device D>
 class replica {
 public:
+  using device_type = D;
   virtual ~replica() = default;
   replica() = default;
   replica(const replica&) = delete;

@@ -1,14 +1,17 @@
 #pragma once
-// Optimisers, applied to a replica's flat parameter vector as fused expressions on its device.
+// The optimiser: SGD with (heavy-ball) momentum, its state (one momentum buffer per replica) and
+// the one step every policy applies, as fused kernels on the replica's device:
 //   sgd{lr, 0}          p -= lr * g                                  (one kernel per tensor)
+//   sgd{lr, momentum}   v = momentum * v + s * g;  p -= lr * v       (one kernel per tensor, two outputs)
+// where s scales the gradient (1, or hogwild's staleness weight). A policy that applies the step
+// elsewhere (hogwild's shared home copy) takes the momentum half alone: momentum_update.
 // Each product and sum is rounded on its own on every device, so replicas on a cpu and a GPU stay
 // bit-identical.
-//   sgd{lr, momentum}   v = momentum * v + g;  p -= lr * v           (one kernel per tensor, two outputs)
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/backend/parallel.hpp>
-#include <locus/locus.hpp>
+#include <locus/tensor/tensor.hpp>
 
 #include <cmath>
 #include <string>
@@ -52,16 +55,27 @@ LOCUS_HOST_DEVICE inline float add_rn(float a, float b) {
 }
 
 /// The momentum step of one element: reads p, v, g once, writes p and v.
+/// The momentum update of one element: v = momentum * v + scale * g (a product by 1 is exact).
+LOCUS_HOST_DEVICE inline float next_velocity(float v, float g, float momentum, float scale) {
+  return add_rn(mul_rn(v, momentum), mul_rn(g, scale));
+}
 struct momentum_step {
   float* p;
   float* v;
   const float* g;
-  float lr, momentum;
+  float lr, momentum, scale;
   LOCUS_HOST_DEVICE void operator()(std::size_t i) const {
-    const float vi = add_rn(mul_rn(v[i], momentum), g[i]);
+    const float vi = next_velocity(v[i], g[i], momentum, scale);
     v[i] = vi;
     p[i] = add_rn(p[i], -mul_rn(vi, lr));
   }
+};
+/// The momentum half alone (the step is applied elsewhere).
+struct velocity_step {
+  float* v;
+  const float* g;
+  float momentum, scale;
+  LOCUS_HOST_DEVICE void operator()(std::size_t i) const { v[i] = next_velocity(v[i], g[i], momentum, scale); }
 };
 /// The plain step: p -= lr * g, rounded the same way.
 struct sgd_step {
@@ -71,36 +85,38 @@ struct sgd_step {
   LOCUS_HOST_DEVICE void operator()(std::size_t i) const { p[i] = add_rn(p[i], -mul_rn(g[i], lr)); }
 };
 
-/// One step of opt on the tensors `params` with their gradients `grads` (views, one per tensor, on
-/// device D) and the flat momentum buffer `velocity` (unused without momentum).
+}  // namespace detail
+
+/// One step of `opt` at learning rate `lr` on the tensors `params` with their gradients `grads`
+/// (views, one per tensor, on device D; the gradients scaled by `scale`) and the flat momentum
+/// buffer `velocity` (unused without momentum).
 template <device D>
-void apply(const sgd& opt, const std::vector<tensor_view<float, D, 1>>& params,
-           const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& velocity) {
+void apply_step(const sgd& opt, float lr, const std::vector<tensor_view<float, D, 1>>& params,
+                const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& velocity,
+                float scale = 1.f) {
   std::size_t offset = 0;
   for (std::size_t t = 0; t < params.size(); ++t) {
     const auto& p = params[t];
     const auto& g = grads[t];
     if (opt.momentum == 0.f) {
-      backend::for_each_index<D>(p.size(), sgd_step{p.data(), g.data(), opt.lr});
+      backend::for_each_index<D>(p.size(), detail::sgd_step{p.data(), g.data(), lr * scale});
     } else {
-      backend::for_each_index<D>(p.size(), momentum_step{p.data(), velocity.data() + offset, g.data(), opt.lr,
-                                                         opt.momentum});
+      backend::for_each_index<D>(p.size(), detail::momentum_step{p.data(), velocity.data() + offset, g.data(), lr,
+                                                                 opt.momentum, scale});
     }
     offset += p.size();
   }
 }
 
-/// Views of the consecutive segments of a flat buffer, shaped like `like`.
-template <class T, device D>
-std::vector<tensor_view<T, D, 1>> segments(T* flat, const std::vector<tensor_view<float, D, 1>>& like) {
-  std::vector<tensor_view<T, D, 1>> out;
+/// The momentum half of the step alone: velocity = momentum * velocity + scale * grads.
+template <device D>
+void momentum_update(const sgd& opt, const std::vector<tensor_view<const float, D, 1>>& grads,
+                     const tensor_view<float, D, 1>& velocity, float scale = 1.f) {
   std::size_t offset = 0;
-  for (const auto& v : like) {
-    out.emplace_back(flat + offset, v.shape());
-    offset += v.size();
+  for (const auto& g : grads) {
+    backend::for_each_index<D>(g.size(), detail::velocity_step{velocity.data() + offset, g.data(), opt.momentum, scale});
+    offset += g.size();
   }
-  return out;
 }
-}  // namespace detail
 
 }  // namespace locus::train

@@ -1,0 +1,263 @@
+#pragma once
+// hogwild: asynchronous lock-free updates of shared parameters (Hogwild!, Niu, Recht, Re and
+// Wright, 2011). The parameters live in a home copy in host memory; one worker per device, on its
+// own host thread, reads them (stale values allowed), computes the gradient of its own batches,
+// updates its own momentum on its device (the optimiser's momentum_update) and adds the step to
+// the home copy with relaxed std::atomic_ref operations: no lock, no barrier between workers, no
+// data race. Across the ranks of an MPI job (mpi<hogwild>) the home copy is rank 0's MPI window.
+//
+//   data_parallel<hogwild, gpu<0>, gpu<1>> t{model, sgd{}, hogwild{.lookahead = false}};
+#include <locus/config.hpp>
+#include <locus/backend/omp.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/data/sampler.hpp>
+#include <locus/dist/in_process.hpp>
+#include <locus/errors.hpp>
+#include <locus/train/layout.hpp>
+#include <locus/train/optimizer.hpp>
+#include <locus/train/options.hpp>
+#include <locus/train/policy.hpp>
+#include <locus/train/runner.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace locus::train {
+
+/// How hogwild's workers write the shared parameters. Both are relaxed std::atomic_ref
+/// operations, so neither is a data race in the C++ memory model.
+enum class hogwild_writes {
+  atomic_add,  ///< one atomic read-modify-write per element (a compare-exchange loop for float): no update is lost
+  load_store,  ///< an atomic load, then an atomic store of the sum: no locked instruction, but an update
+               ///< that interleaves with another worker's on the same element can be lost (as in
+               ///< Hogwild!'s unsynchronised writes)
+};
+
+namespace detail {
+/// x += v on memory other threads touch: a relaxed atomic read-modify-write, or (rmw false) a
+/// relaxed atomic load and store, which can lose a concurrent update but locks nothing.
+inline void add_to(float& x, float v, bool rmw) noexcept {
+  std::atomic_ref<float> a(x);
+  if (rmw) a.fetch_add(v, std::memory_order_relaxed);
+  else a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
+/// The handle of a communicator's one-sided window (nothing for one without).
+template <class G>
+struct window_of {
+  using type = std::nullptr_t;
+};
+template <dist::one_sided G>
+struct window_of<G> {
+  using type = decltype(std::declval<G&>().open_window(nullptr, std::size_t{}));
+};
+}  // namespace detail
+
+template <class Comm = dist::in_process>
+struct basic_hogwild {
+  using communicator = Comm;
+  static constexpr const char* name = "hogwild";
+  template <class Other>
+  using over = basic_hogwild<Other>;
+
+  /// Each worker computes its gradient at a look-ahead of the parameters, theta - lr * momentum * V,
+  /// V the sum of all workers' momenta, kept beside the home copy with the same lock-free updates
+  /// (DANA-Zero: Hakimi, Barkai, Gabel and Schuster, "Taming momentum in a distributed asynchronous
+  /// environment", 2019): where the others' momenta will have taken the parameters by the time this
+  /// gradient lands. One worker: Nesterov's point. Unset: on with momentum in process, off otherwise;
+  /// true needs momentum and in-process hogwild (config_error).
+  std::optional<bool> lookahead = std::nullopt;
+  /// Each worker's gradient enters its momentum scaled by 1 / (1 + tau), tau being the updates the
+  /// other workers applied between its read of the parameters and its own update (staleness-aware
+  /// asynchronous SGD, Zhang, Gupta, Lian and Liu, IJCAI 2016). One worker: tau = 0. Under
+  /// mpi<hogwild> tau counts this rank's workers only.
+  bool scale_by_staleness = true;
+  /// How the updates reach the home copy. Unset: load_store in process (1.4x faster an epoch than
+  /// atomic_add with 2 workers on the 2-core test machine, the same accuracy: bench/RESULTS-host.md),
+  /// atomic_add across ranks (MPI_Accumulate is atomic per element; load_store is refused there).
+  std::optional<hogwild_writes> writes = std::nullopt;
+
+  /// Fills what the run leaves unset: a cosine schedule after a 20-step warmup (stale momentum
+  /// needs both to reach sync_average's accuracy on 4 workers; see the README's table).
+  void recipe(fit_options& o) const {
+    if (!o.schedule) o.schedule = lr_schedule::cosine;
+    if (!o.warmup_steps) o.warmup_steps = 20;
+  }
+
+  template <class Set>
+  void check(const fit_options& o, const Set& s) const {
+    constexpr bool spans = Set::communicator_type::spans_processes;
+    if (!o.checkpoint_path.empty())
+      throw config_error("locus: fit: checkpoints during fit are for sync_average (hogwild's workers change the "
+                         "parameters under any snapshot); call save() after fit");
+    if (spans && writes == hogwild_writes::load_store)
+      throw config_error("locus: fit: hogwild_writes::load_store is for in-process hogwild (mpi<hogwild> adds with "
+                         "MPI_Accumulate)");
+    if (lookahead.value_or(false) && (spans || s.optimizer().momentum == 0.f))
+      throw config_error(std::string("locus: fit: lookahead needs momentum and in-process hogwild (") +
+                         (spans ? "mpi<hogwild> has no shared momentum sum" : "the momentum is 0") + ")");
+  }
+
+  template <class Set>
+  void run(fit_context<Set>& c) const;
+};
+
+/// The default asynchronous policy, in one process.
+using hogwild = basic_hogwild<>;
+
+template <class Comm>
+template <class Set>
+void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
+  constexpr bool spans = Set::communicator_type::spans_processes;
+  auto& s = c.replicas;
+  const auto& o = c.options;
+  const std::size_t size = s.parameter_count();
+  const float mom = s.optimizer().momentum;
+  const bool ahead = lookahead.value_or(!spans && mom != 0.f);
+  const bool rmw = writes.value_or(spans ? hogwild_writes::atomic_add : hogwild_writes::load_store) ==
+                   hogwild_writes::atomic_add;
+  // The home copy: in host memory, touched by the workers only through std::atomic_ref; across
+  // ranks, rank 0's copy in an MPI window. Each worker keeps its own momentum on its device (a
+  // momentum shared in the home copy was measured less stable: 0.49 against 0.71 test accuracy
+  // after one epoch, 2 workers, lr 0.1, momentum 0.9).
+  std::vector<float> home = s.parameters();
+  std::vector<float> momenta(ahead ? size : 0, 0.f);  // the workers' momenta summed (lookahead)
+  std::mutex result_mutex;  // the curve and the progress lines only; never the parameters
+  std::atomic<std::size_t> next{0};     // this rank's steps: rank, rank + ranks, ...
+  std::atomic<std::size_t> applied{0};  // this rank's updates of the home copy (the staleness, the steps)
+  const std::size_t per_epoch = c.data.size() / o.batch;
+  const auto ranks = std::size_t(s.comm().size()), rank = std::size_t(s.comm().rank());
+  const std::size_t my_steps = (c.total_steps + ranks - 1 - rank) / ranks;
+  std::vector<std::vector<std::uint32_t>> orders;
+  for (std::size_t e = 0; e < o.epochs; ++e) orders.push_back(data::shuffled(c.data.size(), o.seed, e));
+  const int threads_per_worker = std::max(1, backend::host_cores() / int(Set::device_count));
+  typename detail::window_of<typename Set::communicator_type>::type window{};  // closed after the workers join
+  if constexpr (spans) {
+    static_assert(dist::one_sided<typename Set::communicator_type>,
+                  "locus: hogwild across processes needs a communicator with one-sided access (dist::mpi)");
+    s.comm().require_threads("data_parallel<mpi<hogwild>>");
+    window = s.comm().open_window(home.data(), size);
+  }
+
+  std::vector<std::function<void()>> work;
+  detail::for_each_index(std::make_index_sequence<Set::device_count>{}, [&](auto i) {
+    work.push_back([&, i] {
+      auto& local = s.template replica<i>();
+      using D = typename std::remove_cvref_t<decltype(local)>::device_type;
+      // The cores are shared out among the workers whose kernels run on them.
+      if constexpr (backend::runs_on_host<D>) backend::limit_host_threads(threads_per_worker);
+      auto& grad = s.template buffer<i>();
+      auto& velocity = s.template velocity<i>();
+      std::vector<float> staging(size), step_host, delta;
+      std::vector<float> mine(ahead ? size : 0, 0.f);  // this worker's share of `momenta`
+      // A worker that fails stops the others at their next step; run_parallel rethrows its error.
+      struct stop_all {
+        std::atomic<std::size_t>& next;
+        std::size_t total;
+        ~stop_all() {
+          if (std::uncaught_exceptions() > 0) next.store(total, std::memory_order_relaxed);
+        }
+      } guard{next, my_steps};
+      try {
+        for (;;) {
+          const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+          if (k >= my_steps) break;
+          const std::size_t step = rank + k * ranks;
+          const std::size_t epoch = step / per_epoch, first = (step % per_epoch) * o.batch;
+          const float lr = c.lr(step);
+          // Read the current (possibly stale, possibly mid-update) parameters.
+          const std::size_t seen = applied.load(std::memory_order_relaxed);
+          if constexpr (spans) {
+            window->read(staging.data());
+          } else {
+            const auto n = static_cast<std::ptrdiff_t>(size);
+            LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
+            for (std::ptrdiff_t e = 0; e < n; ++e) {
+              const auto u = std::size_t(e);
+              float t = std::atomic_ref<float>(home[u]).load(std::memory_order_relaxed);
+              if (ahead) t -= lr * mom * std::atomic_ref<float>(momenta[u]).load(std::memory_order_relaxed);
+              staging[u] = t;
+            }
+          }
+          from_host(staging, local.parameters());
+          auto [x, y] = data::gather<D>(c.data, orders[epoch], first, o.batch);
+          const double loss = local.loss_and_grad(x, y);
+          if (!std::isfinite(loss) || !Set::template all_finite<D>(local.gradients())) {
+            if (o.on_non_finite == non_finite::throw_error)
+              throw non_finite_error("locus: fit: a step of the worker on " + id_of<D>.full_name() +
+                                     ": the loss or the gradient is not finite; the step is not applied");
+            std::lock_guard lock(result_mutex);
+            if (o.on_non_finite == non_finite::stop) {
+              c.result.stopped = true;
+              next.store(my_steps, std::memory_order_relaxed);
+              break;
+            }
+            ++c.result.skipped;
+            c.report(c.result, c.result.curve.size() + 1, epoch, loss);
+            continue;
+          }
+          // The worker's own momentum, on its device; then lock-free updates of the home copy.
+          const float weight =
+              scale_by_staleness ? 1.f / float(1 + applied.load(std::memory_order_relaxed) - seen) : 1.f;
+          if (mom != 0.f) momentum_update(s.optimizer(), local.gradients(), velocity.view(), weight);
+          else local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size}));
+          const float rate = mom != 0.f ? lr : lr * weight;
+          const auto& direction = mom != 0.f ? velocity : grad;
+          const float* d = direction.data();
+          if constexpr (!std::is_same_v<D, cpu>) {
+            step_host = tensor_view<const float, D, 1>(direction.data(), shape{size}).to_vector();
+            d = step_host.data();
+          }
+          const auto n = static_cast<std::ptrdiff_t>(size);
+          if constexpr (spans) {
+            delta.resize(size);
+            for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * rate);
+            window->add(delta.data());
+          } else {
+            LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
+            for (std::ptrdiff_t e = 0; e < n; ++e) {
+              const auto u = std::size_t(e);
+              detail::add_to(home[u], -(d[e] * rate), rmw);
+              if (ahead) {  // the momenta's sum follows this worker's new momentum
+                detail::add_to(momenta[u], d[e] - mine[u], rmw);
+                mine[u] = d[e];
+              }
+            }
+          }
+          applied.fetch_add(1, std::memory_order_relaxed);
+          std::lock_guard lock(result_mutex);
+          c.report(c.result, c.result.curve.size() + 1, epoch, loss);
+        }
+      } catch (const std::exception& e) {
+        // Across ranks nobody waits for this worker at a collective: end the job, with the message.
+        if constexpr (spans) s.comm().abort(id_of<D>.full_name() + ": " + e.what());
+        throw;
+      }
+    });
+  });
+  detail::run_parallel(work);
+  // The steps taken (applied or skipped), not those planned: a run that stopped early records
+  // where it stopped.
+  std::size_t steps = applied.load(std::memory_order_relaxed) + c.result.skipped;
+  if constexpr (spans) {
+    window.reset();  // collective: every rank's updates are in rank 0's copy
+    s.comm().broadcast_host(home.data(), size);
+    float total = float(steps);  // exact: counts stay far below 2^24
+    s.comm().sum_host(&total, 1);
+    steps = std::size_t(total);
+  }
+  c.result.steps = steps;
+  // Every worker has joined: the home copy is plain memory again. Every replica takes it.
+  s.set_parameters(home);
+}
+
+}  // namespace locus::train

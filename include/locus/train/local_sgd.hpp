@@ -1,0 +1,153 @@
+#pragma once
+// local_sgd: periodic model averaging (local SGD; Stich, "Local SGD converges fast and communicates
+// little", ICLR 2019). Each replica takes `period` optimiser steps on its own shard of each batch,
+// with its own momentum, without communicating; then the parameters (and the momenta) of all
+// replicas are averaged over the communicator, one all-reduce each. period = 1 is sync_average's
+// trajectory (the step is linear in the gradient), up to rounding; a larger period trades
+// agreement between the replicas for period times less communication.
+//
+//   data_parallel<local_sgd, gpu<0>, gpu<1>> t{model, sgd{}, local_sgd{.period = 8}};
+//
+// Written against the public policy interface only (policy.hpp, replicas.hpp).
+#include <locus/config.hpp>
+#include <locus/data/sampler.hpp>
+#include <locus/dist/nccl.hpp>
+#include <locus/errors.hpp>
+#include <locus/train/layout.hpp>
+#include <locus/train/optimizer.hpp>
+#include <locus/train/options.hpp>
+#include <locus/train/policy.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <type_traits>
+
+namespace locus::train {
+
+template <class Comm = dist::automatic>
+struct basic_local_sgd {
+  using communicator = Comm;
+  static constexpr const char* name = "local_sgd";
+  template <class Other>
+  using over = basic_local_sgd<Other>;
+
+  /// Local steps between two averages (H).
+  std::size_t period = 4;
+  /// Average the momenta too (else each replica keeps its own).
+  bool average_momentum = true;
+
+  template <class Set>
+  void check(const fit_options& o, const Set& s) const {
+    if (period == 0) throw config_error("locus: local_sgd: period must be at least 1");
+    if (o.batch % s.replica_count() != 0)
+      throw config_error("locus: fit: local_sgd splits the batch evenly: " + std::to_string(o.batch) +
+                         " is not a multiple of " + std::to_string(s.replica_count()) + " replicas");
+    if (!o.checkpoint_path.empty())
+      throw config_error("locus: fit: checkpoints during fit are for sync_average (local_sgd's replicas differ "
+                         "between averages); call save() after fit");
+    if (Set::communicator_type::spans_processes && o.on_non_finite == non_finite::stop)
+      throw config_error("locus: fit: local_sgd across processes cannot stop on a non-finite step (the ranks would "
+                         "disagree); use throw_error or skip_step");
+  }
+
+  template <class Set>
+  void run(fit_context<Set>& c) const {
+    auto& s = c.replicas;
+    const auto& o = c.options;
+    constexpr bool spans = Set::communicator_type::spans_processes;
+    const std::size_t shard = o.batch / s.replica_count();
+    const std::size_t per_epoch = c.data.size() / o.batch;
+    std::array<double, Set::device_count> losses{};
+    std::array<bool, Set::device_count> skipped{};
+    std::array<std::string, Set::device_count> failures;
+    std::size_t step = 0, since = 0;
+    for (std::size_t epoch = 0; epoch < o.epochs && step < c.total_steps; ++epoch) {
+      const auto order = data::shuffled(c.data.size(), o.seed, epoch);
+      for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
+        const float lr = c.lr(step);
+        s.run([&](auto i) {
+          auto& r = s.template replica<i>();
+          using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+          skipped[i] = false;
+          try {
+            auto [x, y] = data::gather<D>(c.data, order, b * o.batch + (s.first_replica() + i) * shard, shard);
+            losses[i] = r.loss_and_grad(x, y);
+            if (!std::isfinite(losses[i]) || !Set::template all_finite<D>(r.gradients())) {
+              if (o.on_non_finite == non_finite::throw_error)
+                throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + " of the replica on " +
+                                       id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");
+              skipped[i] = true;
+              return;
+            }
+            apply_step(s.optimizer(), lr, r.parameters(), r.gradients(), s.template velocity<i>().view());
+          } catch (const std::exception& e) {
+            if constexpr (!spans) throw;
+            failures[i] = id_of<D>.full_name() + ": " + e.what();  // reaches every rank at the average
+          }
+        });
+        double loss = 0;
+        bool any_skipped = false;
+        for (std::size_t i = 0; i < Set::device_count; ++i) {
+          any_skipped = any_skipped || skipped[i];
+          loss += skipped[i] ? 0.0 : losses[i];
+        }
+        loss /= double(Set::device_count);
+        ++step;
+        const bool last = step == c.total_steps;
+        if (any_skipped && o.on_non_finite == non_finite::stop) {
+          c.result.stopped = true;
+          average(s, failures);
+          return;
+        }
+        if (++since == period || last) {
+          average(s, failures);
+          since = 0;
+        }
+        if (any_skipped) ++c.result.skipped;
+        c.step_done(step, epoch, loss, !any_skipped);
+      }
+    }
+  }
+
+private:
+  /// Every replica := the mean of all replicas' parameters (and momenta). Across ranks a failure
+  /// flag travels with the parameters: every rank throws the first failing rank's message.
+  template <class Set, std::size_t K>
+  void average(Set& s, std::array<std::string, K>& failures) const {
+    const std::size_t n = s.parameter_count();
+    const float mean = 1.f / float(s.replica_count());
+    std::string failure;
+    for (const auto& f : failures)
+      if (failure.empty()) failure = f;
+    s.each([&](auto i) {
+      auto& buffer = s.template buffer<i>();
+      using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
+      pack(s.template replica<i>().parameters(), tensor_view<float, D, 1>(buffer.data(), shape{n}));
+      Set::set_slots(buffer, n, {0.f, failures[i].empty() ? 0.f : 1.f});
+    });
+    s.comm().all_reduce_sum(s.buffers(n + Set::extra));
+    if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
+    s.each([&](auto i) {
+      auto& buffer = s.template buffer<i>();
+      using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
+      const tensor_view<float, D, 1> sum(buffer.data(), shape{n});
+      sum = sum * mean;
+      unpack(sum, s.template replica<i>().parameters());
+    });
+    if (average_momentum) {
+      s.comm().all_reduce_sum(s.velocities());
+      s.each([&](auto i) {
+        auto& v = s.template velocity<i>();
+        v = v * mean;
+      });
+    }
+  }
+};
+
+/// Periodic model averaging in one process (NCCL where every replica is a GPU of its own).
+using local_sgd = basic_local_sgd<>;
+
+}  // namespace locus::train

@@ -1,0 +1,95 @@
+#pragma once
+// What every training policy takes and returns: the options of one fit (those that do not belong
+// to a policy: a policy carries its own, see policy.hpp), its progress entries and its result.
+#include <locus/config.hpp>
+#include <locus/errors.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace locus::train {
+
+struct progress {
+  std::size_t step = 0;           ///< global step (batches applied)
+  std::size_t epoch = 0;
+  double loss = 0;                ///< the loss of the batch just applied
+  double examples_per_sec = 0;    ///< since the previous line
+  double sec_per_batch = 0;
+  double wall_seconds = 0;        ///< since fit() started
+};
+
+/// The one-line progress bar on standard error: always, never, or when standard error is a terminal.
+enum class progress_bar { off, on, automatic };
+
+/// What fit does with a step whose loss or gradient is not finite (NaN or infinite).
+enum class non_finite {
+  throw_error,  ///< throw non_finite_error; the step is not applied
+  skip_step,    ///< drop the step (no update) and go on; counted in fit_result::skipped
+  stop,         ///< stop fit without applying it (the last checkpoint on disk stays the last good one)
+};
+
+/// A non-finite loss or gradient under non_finite::throw_error.
+class non_finite_error : public error {
+public:
+  using error::error;
+};
+
+/// The learning rate over a run after the warmup (see fit_options::schedule).
+enum class lr_schedule {
+  constant,
+  cosine,  ///< from the optimiser's rate down to 0 at the last step of the run
+};
+
+struct fit_options {
+  std::size_t epochs = 1;
+  std::size_t batch = 256;        ///< the global batch (split over the replicas by the synchronous policies)
+  std::uint64_t seed = 0;         ///< data order
+  std::size_t max_steps = 0;      ///< stop after this many steps (0: all epochs)
+  /// The learning rate ramps up linearly over these first steps; unset: the policy's default
+  /// (policy::warmup_steps, else 0).
+  std::optional<std::size_t> warmup_steps;
+  /// After the warmup; unset: the policy's default (policy::schedule, else constant). The cosine
+  /// takes the noise out of the last iterates: hogwild's stale steps need it most.
+  std::optional<lr_schedule> schedule;
+  std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
+  progress_bar bar = progress_bar::automatic;
+  non_finite on_non_finite = non_finite::throw_error;
+  /// Checkpoints (policies with checkpoints::during_fit): when `checkpoint_path` names an existing
+  /// checkpoint, fit resumes from it (its parameters, momentum and step count; the seed must match)
+  /// and skips the steps done; a checkpoint is written every `checkpoint_every` steps (0: only at
+  /// the end of fit).
+  std::string checkpoint_path;
+  std::size_t checkpoint_every = 0;
+  /// Called after every step applied (or skipped), with its progress entry.
+  std::function<void(const progress&)> on_step;
+  /// Where the progress lines go (stdout by default; nullptr: nowhere).
+  std::function<void(const std::string&)> print = [](const std::string& line) {
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  };
+};
+
+struct fit_result {
+  std::vector<progress> curve;    ///< one entry per step run by this fit (not the resumed ones)
+  double seconds = 0;
+  std::size_t examples = 0;
+  std::size_t resumed_from = 0;   ///< the steps a checkpoint had done already
+  std::size_t steps = 0;          ///< the run's steps done (applied or skipped) at the end, resumed ones included
+  std::size_t skipped = 0;        ///< steps dropped under non_finite::skip_step
+  bool stopped = false;           ///< stopped by non_finite::stop
+  [[nodiscard]] double examples_per_sec() const { return seconds > 0 ? double(examples) / seconds : 0; }
+};
+
+/// The steps of a run: whole batches per epoch, times the epochs, capped by max_steps.
+[[nodiscard]] inline std::size_t total_steps(std::size_t examples, const fit_options& o) {
+  const std::size_t all = o.batch == 0 ? 0 : (examples / o.batch) * o.epochs;
+  return o.max_steps != 0 ? std::min(o.max_steps, all) : all;
+}
+
+}  // namespace locus::train

@@ -1,0 +1,101 @@
+#pragma once
+// The policy concept: what drives one fit of data_parallel<Policy, Devices...>. The trainer knows
+// no policy by name; a policy is a copyable class that carries its own options and provides
+//
+//   Policy::name                 a string, for logs ("sync_average")
+//   typename Policy::communicator  a communicator kind (locus/dist/communicator.hpp)
+//   p.run(c)                     the whole fit over a fit_context c (below): read batches, compute
+//                                gradients on the replicas, exchange through c.replicas.comm(),
+//                                apply optimiser steps, report every step through c.step_done
+//
+// and may provide
+//   p.check(options, replicas)   throws config_error for options it cannot serve (called first,
+//                                before anything changes)
+//   p.recipe(options)            fills the fit options the user left unset (warmup, schedule) with
+//                                the policy's own defaults
+//   Policy::checkpoints          true when fit can write and resume checkpoints under it (its
+//                                state between steps is the replicas' parameters and momenta)
+//
+// An option that a policy does not have is a compile error: hogwild{.lookahead = true} compiles,
+// sync_average{.lookahead = true} does not. The built-in policies (sync_average.hpp, hogwild.hpp,
+// local_sgd.hpp) are written against this interface only; README.md shows a user-written one.
+#include <locus/config.hpp>
+#include <locus/data/idx.hpp>
+#include <locus/dist/communicator.hpp>
+#include <locus/train/options.hpp>
+#include <locus/train/replicas.hpp>
+#include <locus/train/report.hpp>
+#include <locus/train/schedule.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <string_view>
+#include <type_traits>
+
+namespace locus::train {
+
+/// What a policy's run() works with: the replicas, the data, the options (warmup and schedule
+/// filled in), the run's length, and where each step is reported.
+template <class Set>
+struct fit_context {
+  Set& replicas;
+  const data::labelled_images& data;
+  const fit_options& options;
+  std::size_t total_steps = 0;    ///< the steps of the whole run (resumed ones included)
+  std::size_t resumed_from = 0;   ///< steps a checkpoint had done: start after them
+  fit_result& result;
+  detail::reporter& report;
+  /// Called after a step is applied (or skipped) with the steps done so far: writes a checkpoint
+  /// when the options ask for one then.
+  std::function<void(std::size_t steps_done)> after_step;
+
+  /// The learning rate at step `step` (0-based) of the run.
+  [[nodiscard]] float lr(std::size_t step) const {
+    return scheduled_lr(replicas.optimizer().lr, options, step, total_steps);
+  }
+  /// Records step `step` (1-based: the steps done) of `epoch` with its loss: a checkpoint when
+  /// one is due (applied steps only), then the curve, the progress line and bar, and on_step.
+  void step_done(std::size_t step, std::size_t epoch, double loss, bool applied = true) {
+    result.steps = step;
+    if (applied && after_step) after_step(step);
+    report(result, step, epoch, loss);
+  }
+};
+
+namespace detail {
+/// A replica set of kind K over one cpu: what the concept checks run() against (run is a template
+/// over the devices; any list would do).
+template <class P>
+using probe_set = replica_set<typename P::communicator, cpu>;
+}  // namespace detail
+
+/// P is a training policy (see the list at the top).
+template <class P>
+concept policy = std::is_class_v<P> && std::copy_constructible<P> &&
+                 requires { { P::name } -> std::convertible_to<std::string_view>; typename P::communicator; } &&
+                 dist::communicator_kind<typename P::communicator>;
+
+/// P is a policy that can train replicas on Ds...
+template <class P, class... Ds>
+concept policy_for =
+    policy<P> && requires(const P& p, fit_context<replica_set<typename P::communicator, Ds...>>& c) { p.run(c); };
+
+namespace detail {
+template <class P, class Set>
+void check_options(const P& p, const fit_options& o, const Set& s) {
+  if constexpr (requires { p.check(o, s); }) p.check(o, s);
+}
+template <class P>
+fit_options with_recipe(const P& p, fit_options o) {
+  if constexpr (requires { p.recipe(o); }) p.recipe(o);
+  return o;
+}
+template <class P>
+inline constexpr bool checkpoints_during_fit = [] {
+  if constexpr (requires { P::checkpoints; }) return bool(P::checkpoints);
+  else return false;
+}();
+}  // namespace detail
+
+}  // namespace locus::train

@@ -1,0 +1,172 @@
+#pragma once
+// The replicas of one model on the devices Ds... of a process, with what a policy works on: each
+// replica's parameters and gradient (model.hpp), a flat buffer per replica (the gradient, or the
+// parameters, plus two slots: the loss and a failure flag travel with them through one all-reduce),
+// each replica's momentum, the optimiser, and the communicator group of the policy's kind.
+// Policies see the trainer only through this class (and fit_context, policy.hpp).
+#include <locus/config.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/device/device.hpp>
+#include <locus/dist/communicator.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/ops/reduce.hpp>
+#include <locus/placement/on.hpp>
+#include <locus/tensor/tensor.hpp>
+#include <locus/tensor/transfer.hpp>
+#include <locus/train/layout.hpp>
+#include <locus/train/model.hpp>
+#include <locus/train/optimizer.hpp>
+#include <locus/train/runner.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace locus::train {
+
+template <class Kind, class... Ds>
+class replica_set {
+  template <std::size_t I>
+  using device_at = std::tuple_element_t<I, std::tuple<Ds...>>;
+
+public:
+  using communicator_type = typename Kind::template group<Ds...>;
+  static_assert(dist::communicator<communicator_type, Ds...>,
+                "locus: the policy's communicator kind does not meet locus::dist::communicator "
+                "(see locus/dist/communicator.hpp)");
+  static constexpr std::size_t device_count = sizeof...(Ds);
+  using home_device = device_at<0>;
+  /// Replicas run on threads of their own only when none of them shares the host's cores.
+  static constexpr bool concurrent = (!backend::runs_on_host<Ds> && ...);
+  /// Slots after the parameters in each flat buffer: [n] the loss, [n + 1] a failure flag.
+  static constexpr std::size_t extra = 2;
+
+  /// One replica of `model` per device, all starting from the first device's initial parameters
+  /// (rank 0's across processes).
+  template <class M>
+  replica_set(const M& model, const sgd& opt) : opt_(opt) {
+    opt_.validate();
+    auto shared = std::make_shared<const M>(model);
+    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
+    size_ = replica<0>().size();
+    buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
+    velocity_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_}, 0.f)...};
+    auto p = parameters();
+    comm_.broadcast_host(p.data(), p.size());
+    set_parameters(p);
+  }
+
+  [[nodiscard]] communicator_type& comm() noexcept { return comm_; }
+  [[nodiscard]] const communicator_type& comm() const noexcept { return comm_; }
+  [[nodiscard]] const sgd& optimizer() const noexcept { return opt_; }
+  /// The number of parameters, all tensors together.
+  [[nodiscard]] std::size_t parameter_count() const noexcept { return size_; }
+  /// Replicas over all processes, and the global index of this process's first.
+  [[nodiscard]] std::size_t replica_count() const noexcept { return std::size_t(comm_.size()) * device_count; }
+  [[nodiscard]] std::size_t first_replica() const noexcept { return std::size_t(comm_.rank()) * device_count; }
+
+  template <std::size_t I>
+  [[nodiscard]] train::replica<device_at<I>>& replica() noexcept { return *std::get<I>(replicas_); }
+  template <std::size_t I>
+  [[nodiscard]] const train::replica<device_at<I>>& replica() const noexcept { return *std::get<I>(replicas_); }
+  /// Replica I's flat buffer: parameter_count() + extra floats.
+  template <std::size_t I>
+  [[nodiscard]] tensor<float, device_at<I>, 1>& buffer() noexcept { return std::get<I>(buffers_); }
+  /// Replica I's momentum, flat.
+  template <std::size_t I>
+  [[nodiscard]] tensor<float, device_at<I>, 1>& velocity() noexcept { return std::get<I>(velocity_); }
+  template <std::size_t I>
+  [[nodiscard]] const tensor<float, device_at<I>, 1>& velocity() const noexcept { return std::get<I>(velocity_); }
+
+  /// Every replica's flat buffer (whole, or the first `n` floats), for the communicator.
+  [[nodiscard]] dist::buffers<Ds...> buffers(std::size_t n) {
+    return std::apply([n](auto&... b) { return dist::buffers<Ds...>{view_of(b, n)...}; }, buffers_);
+  }
+  [[nodiscard]] dist::buffers<Ds...> velocities() {
+    return std::apply([this](auto&... v) { return dist::buffers<Ds...>{view_of(v, size_)...}; }, velocity_);
+  }
+
+  /// Runs f(std::integral_constant<std::size_t, I>{}) for every replica I: on threads that stay
+  /// when the replicas are GPUs, one after the other when they share the host's cores. Waits for
+  /// all and rethrows the first failure.
+  template <class F>
+  void run(F&& f) {
+    std::vector<std::function<void()>> work;
+    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) { work.push_back([&f, i] { f(i); }); });
+    if constexpr (concurrent && device_count > 1) {
+      if (!threads_) threads_ = std::make_unique<detail::replica_threads>();
+      threads_->run(work);
+    } else {
+      detail::run_parallel(work, false);
+    }
+  }
+  /// f(std::integral_constant<std::size_t, I>{}) for every replica, in turn, on this thread.
+  template <class F>
+  void each(F&& f) {
+    detail::for_each_index(std::index_sequence_for<Ds...>{}, f);
+  }
+
+  /// Replica 0's parameters, flat, on the host.
+  [[nodiscard]] std::vector<float> parameters() const { return to_host(replica<0>().parameters()); }
+  /// Every replica takes the flat parameters p.
+  void set_parameters(const std::vector<float>& p) {
+    each([&](auto i) { from_host(p, replica<i>().parameters()); });
+  }
+  /// Every replica's momentum, on the host.
+  [[nodiscard]] std::vector<std::vector<float>> velocities_host() const {
+    std::vector<std::vector<float>> out;
+    detail::for_each_index(std::index_sequence_for<Ds...>{},
+                           [&](auto i) { out.push_back(std::get<i>(velocity_).view().to_vector()); });
+    return out;
+  }
+  /// Every replica's momentum from `v` (one per replica), or zero when `v` is empty.
+  void set_velocities(const std::vector<std::vector<float>>& v) {
+    each([&](auto i) {
+      auto& mine = std::get<i>(velocity_);
+      if (v.empty()) mine = mine * 0.f;
+      else from_host(v[i], std::vector{mine.view()});
+    });
+  }
+
+  /// True when every element of the views is finite (one reduction each, on their device).
+  template <device D, class Views>
+  [[nodiscard]] static bool all_finite(const Views& views) {
+    for (const auto& v : views)
+      if (!std::isfinite(double(on<D>(sum(v)).item()))) return false;
+    return true;
+  }
+  /// One element of a device buffer, on the host.
+  template <device D>
+  [[nodiscard]] static float slot(const tensor<float, D, 1>& t, std::size_t k) {
+    float v = 0;
+    locus::transfer(tensor_view<float, cpu, 1>(&v, shape{1}), tensor_view<const float, D, 1>(t.data() + k, shape{1}));
+    return v;
+  }
+  /// Writes the host floats `values` into t from element k on.
+  template <device D>
+  static void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<float> values) {
+    locus::transfer(tensor_view<float, D, 1>(t.data() + k, shape{values.size()}),
+                    tensor_view<const float, cpu, 1>(values.begin(), shape{values.size()}));
+  }
+
+private:
+  template <device D>
+  static tensor_view<float, D, 1> view_of(tensor<float, D, 1>& t, std::size_t n) {
+    return tensor_view<float, D, 1>(t.data(), shape{n});
+  }
+
+  communicator_type comm_;  // first: an MPI communicator is duplicated before anything uses it
+  sgd opt_;
+  std::size_t size_ = 0;
+  std::tuple<std::unique_ptr<train::replica<Ds>>...> replicas_;
+  std::tuple<tensor<float, Ds, 1>...> buffers_;
+  std::tuple<tensor<float, Ds, 1>...> velocity_;
+  std::unique_ptr<detail::replica_threads> threads_;  // made on the first concurrent step
+};
+
+}  // namespace locus::train

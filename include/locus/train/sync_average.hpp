@@ -1,0 +1,161 @@
+#pragma once
+// sync_average: synchronous data parallelism. Every step, each replica computes the gradient of
+// its shard of the batch (in `accumulate` micro-batches, summed locally) into its flat buffer,
+// the buffers are summed by the communicator (with the loss and a failure flag in two extra
+// slots), every replica scales the sum to the mean and applies the same optimiser step. With K
+// replicas and global batch B the parameters follow those of one device with batch B.
+//
+//   data_parallel<sync_average, gpu<0>, gpu<1>>                 in process (NCCL where it can)
+//   data_parallel<mpi<sync_average>, gpu<0>, gpu<1>>            across the ranks of an MPI job
+//   data_parallel<basic_sync_average<dist::in_process>, ...>    a communicator of your choice
+//   data_parallel<sync_average, cpu> t{model, sgd{}, sync_average{.accumulate = 4}};
+#include <locus/config.hpp>
+#include <locus/data/sampler.hpp>
+#include <locus/dist/nccl.hpp>
+#include <locus/errors.hpp>
+#include <locus/train/layout.hpp>
+#include <locus/train/optimizer.hpp>
+#include <locus/train/options.hpp>
+#include <locus/train/policy.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <exception>
+#include <string>
+
+namespace locus::train {
+
+template <class Comm = dist::automatic>
+struct basic_sync_average {
+  using communicator = Comm;
+  static constexpr const char* name = "sync_average";
+  static constexpr bool checkpoints = true;
+  /// The same policy over another communicator kind (mpi<P> and nccl<P> use it).
+  template <class Other>
+  using over = basic_sync_average<Other>;
+
+  /// Micro-batches per update: each replica's shard of a batch is taken in this many parts whose
+  /// gradients are summed on the replica, then exchanged once (less memory per pass; the update
+  /// equals one of the whole batch).
+  std::size_t accumulate = 1;
+
+  template <class Set>
+  void check(const fit_options& o, const Set& s) const {
+    if (accumulate == 0) throw config_error("locus: sync_average: accumulate must be at least 1");
+    if (o.batch % (s.replica_count() * accumulate) != 0) {
+      const int ranks = s.comm().size();
+      const std::size_t devices = Set::device_count;
+      throw config_error("locus: fit: sync_average splits the batch evenly: " + std::to_string(o.batch) +
+                         " is not a multiple of " + std::to_string(s.replica_count()) + " replicas (" +
+                         std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + " x " + std::to_string(devices) +
+                         " device" + (devices == 1 ? "" : "s") + ")" +
+                         (accumulate > 1 ? " x " + std::to_string(accumulate) + " micro-batches" : std::string()));
+    }
+  }
+
+  template <class Set>
+  void run(fit_context<Set>& c) const {
+    auto& s = c.replicas;
+    const auto& o = c.options;
+    const std::size_t n = s.parameter_count(), replicas = s.replica_count();
+    constexpr bool spans = Set::communicator_type::spans_processes;
+    // One device in one process without accumulation uses the model's own gradient tensors;
+    // otherwise they are packed into the flat buffers that are summed.
+    const bool packed = Set::device_count > 1 || spans || accumulate > 1;
+    const std::size_t shard = o.batch / replicas, micro = shard / accumulate;
+    std::array<double, Set::device_count> losses{};
+    std::array<std::string, Set::device_count> failures;
+    std::size_t step = 0;
+    const std::size_t per_epoch = c.data.size() / o.batch;
+    for (std::size_t epoch = 0; epoch < o.epochs; ++epoch) {
+      const auto order = data::shuffled(c.data.size(), o.seed, epoch);
+      for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
+        if (step < c.resumed_from) {  // done before the checkpoint
+          ++step;
+          continue;
+        }
+        const std::size_t first = b * o.batch;
+        s.run([&](auto i) {
+          using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
+          auto& r = s.template replica<i>();
+          auto& g = s.template buffer<i>();
+          try {
+            double loss = 0;
+            for (std::size_t k = 0; k < accumulate; ++k) {
+              auto [x, y] = data::gather<D>(c.data, order, first + (s.first_replica() + i) * shard + k * micro, micro);
+              loss += r.loss_and_grad(x, y);
+              if (!packed) continue;
+              if (k == 0) {
+                r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{n}));
+              } else {
+                const auto sums = segments<float, D>(g.data(), r.parameters());
+                for (std::size_t t = 0; t < sums.size(); ++t) sums[t] = sums[t] + r.gradients()[t];
+              }
+            }
+            losses[i] = loss;
+            if (packed) Set::set_slots(g, n, {float(loss), 0.f});
+          } catch (const std::exception& e) {
+            if constexpr (!spans) throw;
+            // Across ranks the failure travels in the buffer: every rank learns of it.
+            failures[i] = id_of<D>.full_name() + ": " + e.what();
+            Set::set_slots(g, n, {0.f, 1.f});
+          }
+        });
+        double loss = losses[0] / double(accumulate);
+        if (packed) {
+          std::string failure;
+          for (const auto& f : failures)
+            if (failure.empty()) failure = f;
+          s.comm().all_reduce_sum(s.buffers(n + Set::extra));
+          if constexpr (spans)
+            if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
+          const float mean = 1.f / float(replicas * accumulate);
+          s.each([&](auto i) {
+            auto& g = s.template buffer<i>();
+            g = g * mean;
+          });
+          loss = Set::slot(s.template buffer<0>(), n);
+        }
+        const auto& home = s.template replica<0>();
+        using H = typename Set::home_device;
+        const bool finite =
+            std::isfinite(loss) &&
+            (packed ? Set::template all_finite<H>(std::vector{tensor_view<const float, H, 1>(
+                          s.template buffer<0>().data(), shape{n})})
+                    : Set::template all_finite<H>(home.gradients()));
+        if (!finite) {
+          if (o.on_non_finite == non_finite::throw_error)
+            throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
+                                   ") or the gradient is not finite; the step is not applied");
+          if (o.on_non_finite == non_finite::stop) {
+            c.result.stopped = true;
+            return;
+          }
+          ++c.result.skipped;
+          ++step;
+          c.step_done(step, epoch, loss, false);
+          continue;
+        }
+        const float lr = c.lr(step);
+        s.run([&](auto i) {
+          using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
+          const auto& r = s.template replica<i>();
+          const auto v = s.template velocity<i>().view();
+          if (!packed)
+            apply_step(s.optimizer(), lr, r.parameters(), r.gradients(), v);
+          else
+            apply_step(s.optimizer(), lr, r.parameters(),
+                       segments<const float, D>(s.template buffer<i>().data(), r.parameters()), v);
+        });
+        ++step;
+        c.step_done(step, epoch, loss);
+      }
+    }
+  }
+};
+
+/// The default synchronous policy: in process, over NCCL where every replica is a GPU of its own.
+using sync_average = basic_sync_average<>;
+
+}  // namespace locus::train

@@ -1,0 +1,155 @@
+// The policy concept, the policies' own options, local SGD and gradient accumulation.
+#include "../common/test_support.hpp"
+#include "../common/train_support.hpp"
+
+#include <locus/train/data_parallel.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace locus;
+using namespace locus::train;
+using namespace locus_test;
+
+namespace {
+/// The README's user-written policy: replica 0 trains alone, the others take its parameters at the
+/// end (a baseline), written against the public concept only.
+struct first_device_only {
+  using communicator = dist::in_process;
+  static constexpr const char* name = "first_device_only";
+
+  template <class Set>
+  void run(fit_context<Set>& c) const {
+    auto& s = c.replicas;
+    auto& r = s.template replica<0>();
+    std::size_t step = 0;
+    for (std::size_t epoch = 0; epoch < c.options.epochs; ++epoch) {
+      const auto order = data::shuffled(c.data.size(), c.options.seed, epoch);
+      for (std::size_t first = 0; first + c.options.batch <= c.data.size() && step < c.total_steps;
+           first += c.options.batch) {
+        auto [x, y] = data::gather<typename Set::home_device>(c.data, order, first, c.options.batch);
+        const double loss = r.loss_and_grad(x, y);
+        apply_step(s.optimizer(), c.lr(step), r.parameters(), r.gradients(), s.template velocity<0>().view());
+        c.step_done(++step, epoch, loss);
+      }
+    }
+    s.set_parameters(s.parameters());
+  }
+};
+
+template <class P>
+concept has_recipe = requires(const P& p, fit_options& o) { p.recipe(o); };
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("the built-in policies and a user's meet the concept; other types do not", "[train][policy]") {
+  STATIC_REQUIRE(policy<sync_average>);
+  STATIC_REQUIRE(policy<hogwild>);
+  STATIC_REQUIRE(policy<local_sgd>);
+  STATIC_REQUIRE(policy<mpi<sync_average>>);
+  STATIC_REQUIRE(policy<nccl<local_sgd>>);
+  STATIC_REQUIRE(policy<first_device_only>);
+  STATIC_REQUIRE(policy_for<first_device_only, cpu>);
+  STATIC_REQUIRE_FALSE(policy<int>);
+  STATIC_REQUIRE_FALSE(policy<sgd>);
+  STATIC_REQUIRE(std::is_same_v<mpi<hogwild>, basic_hogwild<dist::mpi>>);
+  STATIC_REQUIRE(std::is_same_v<typename sync_average::communicator, dist::automatic>);
+}
+
+TEST_CASE("a user-written policy trains through data_parallel", "[train][policy]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  data_parallel<first_device_only, cpu> mine{model, sgd{0.1f, 0.9f}};
+  data_parallel<sync_average, cpu> reference{model, sgd{0.1f, 0.9f}};
+  const auto r = mine.fit(data, quiet(2, 64));
+  reference.fit(data, quiet(2, 64));
+  CHECK(r.curve.size() == 16);
+  CHECK(r.steps == 16);
+  CHECK(mine.state().steps == 16);
+  CHECK(mine.parameters() == reference.parameters());  // the same steps, exactly
+  // Checkpoints during fit are for policies that declare them.
+  auto o = quiet(1, 64);
+  o.checkpoint_path = "/tmp/never-written.ckpt";
+  CHECK(error_of([&] { mine.fit(data, o); }) ==
+        "locus: fit: first_device_only does not write checkpoints during fit; call save() after fit");
+}
+
+TEST_CASE("hogwild's recipe fills what the options leave unset, and nothing else", "[train][policy][hogwild]") {
+  fit_options o;
+  hogwild{}.recipe(o);
+  CHECK(o.schedule == lr_schedule::cosine);
+  CHECK(o.warmup_steps == std::size_t(20));
+  fit_options mine;
+  mine.schedule = lr_schedule::constant;
+  mine.warmup_steps = 0;
+  hogwild{}.recipe(mine);
+  CHECK(mine.schedule == lr_schedule::constant);
+  CHECK(mine.warmup_steps == std::size_t(0));
+  // sync_average has no recipe: the options stay unset (constant, no warmup).
+  STATIC_REQUIRE_FALSE(has_recipe<sync_average>);
+  STATIC_REQUIRE(has_recipe<hogwild>);
+}
+
+TEST_CASE("local_sgd with period 1 follows sync_average's trajectory", "[train][policy][local_sgd]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+#if LOCUS_HAS_GPUS
+  data_parallel<sync_average, cpu, gpu<0>> sync{model, sgd{0.1f, 0.9f}};
+  data_parallel<local_sgd, cpu, gpu<0>> local{model, sgd{0.1f, 0.9f}, local_sgd{.period = 1}};
+  data_parallel<local_sgd, cpu, gpu<0>> rare{model, sgd{0.1f, 0.9f}, local_sgd{.period = 8}};
+#else
+  data_parallel<sync_average, cpu> sync{model, sgd{0.1f, 0.9f}};
+  data_parallel<local_sgd, cpu> local{model, sgd{0.1f, 0.9f}, local_sgd{.period = 1}};
+  data_parallel<local_sgd, cpu> rare{model, sgd{0.1f, 0.9f}, local_sgd{.period = 8}};
+#endif
+  const double before = rare.accuracy(data);
+  sync.fit(data, quiet(2, 64));
+  const auto r = local.fit(data, quiet(2, 64));
+  rare.fit(data, quiet(2, 64));
+  CHECK(r.curve.size() == 16);
+  // The step is linear in the gradient: averaging after the step equals stepping with the average,
+  // up to the rounding of the sums (16 steps).
+  CHECK(max_difference(local.parameters(), sync.parameters()) < 1e-5);
+#if LOCUS_HAS_GPUS
+  // With two replicas, averaging every 8 steps is another trajectory (and still learns).
+  CHECK(max_difference(rare.parameters(), sync.parameters()) > 1e-4);
+#endif
+  CHECK(rare.accuracy(data) > before + 0.1);
+  // After fit every replica holds the average: the trained parameters are the same on each.
+  CHECK(rare.state().velocity.size() == local.state().velocity.size());
+  CHECK_THROWS_WITH(
+      (data_parallel<local_sgd, cpu>{model, sgd{}, local_sgd{.period = 0}}.fit(data, quiet(1, 64))),
+      "locus: local_sgd: period must be at least 1");
+}
+
+TEST_CASE("gradient accumulation: k micro-batches of b equal one batch of k*b", "[train][policy][accumulate]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  data_parallel<sync_average, cpu> whole{model, sgd{0.1f, 0.9f}};
+  data_parallel<sync_average, cpu> four{model, sgd{0.1f, 0.9f}, sync_average{.accumulate = 4}};
+  const auto a = whole.fit(data, quiet(2, 128));
+  const auto b = four.fit(data, quiet(2, 128));  // micro-batches of 32
+  CHECK(b.curve.size() == a.curve.size());
+  CHECK(max_difference(whole.parameters(), four.parameters()) < 1e-5);
+  for (std::size_t i = 0; i < a.curve.size(); ++i) CHECK(b.curve[i].loss == Approx(a.curve[i].loss).epsilon(1e-5));
+#if LOCUS_HAS_GPUS
+  data_parallel<sync_average, cpu, gpu<0>> two{model, sgd{0.1f, 0.9f}, sync_average{.accumulate = 2}};
+  two.fit(data, quiet(2, 128));  // 2 replicas x 2 micro-batches of 32
+  CHECK(max_difference(whole.parameters(), two.parameters()) < 1e-5);
+  // A batch that does not split into replicas x micro-batches is refused before any step.
+  const auto before = two.parameters();
+  CHECK(error_of([&] { two.fit(data, quiet(1, 102)); }) ==
+        "locus: fit: sync_average splits the batch evenly: 102 is not a multiple of 2 replicas (1 rank x 2 "
+        "devices) x 2 micro-batches");
+  CHECK(two.parameters() == before);
+#endif
+  CHECK_THROWS_WITH((data_parallel<sync_average, cpu>{model, sgd{}, sync_average{.accumulate = 0}}.fit(data, quiet(1, 64))),
+                    "locus: sync_average: accumulate must be at least 1");
+}
