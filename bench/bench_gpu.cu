@@ -3,13 +3,18 @@
 //     measured in the same run: locus's triad (its operands handed to CUB as inputs), the same
 //     read by index (the launcher before), and cub::DeviceTransform called by hand;
 //   - matmul against a direct cublasSgemm call;
+//   - the all-reduce of dist::nccl against dist::in_process (one flat buffer per replica: the MLP's
+//     gradient, 0.8 MB, and 64 MB), with NCCL's bus bandwidth as nccl-tests defines it;
 //   - one Fashion-MNIST epoch of the 784-256-10 MLP (batch 256, SGD momentum) on 1 and 2 logical
 //     GPUs, against the same epoch's five matrix products per step as bare cublasSgemm calls.
 // Usage: bench_gpu [epochs]   (median of `epochs` training epochs, default 3; 0 skips training)
 #include "harness.hpp"
 
 #include <locus/locus.hpp>
+#include <locus/dist/nccl.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include <cub/device/device_transform.cuh>
 #include <cublas_v2.h>
@@ -29,6 +34,25 @@ using locus_bench::time_per_call;
 
 namespace {
 using G = gpu<0>;
+
+/// One all-reduce row: every replica's buffer filled with its index + 1, summed `calls` times
+/// (timed), then checked: each element must be n(n+1)/2 once more after one more call from fresh values.
+template <class Group, class... Ds>
+void all_reduce_row(const char* name, std::size_t floats) {
+  Group g;
+  std::tuple<tensor<float, Ds, 1>...> bufs{tensor<float, Ds, 1>(shape{floats}, 0.f)...};
+  auto views = std::apply([](auto&... b) { return dist::buffers<Ds...>{b.view()...}; }, bufs);
+  const double sec = time_per_call([&] { g.all_reduce_sum(views); }, 5, 0.05);
+  float k = 1.f;
+  std::apply([&](auto&... b) { ((b = b * 0.f + (k++)), ...); }, bufs);
+  g.all_reduce_sum(views);
+  const float n = float(sizeof...(Ds)), want = n * (n + 1.f) / 2.f;
+  bool ok = true;
+  std::apply([&](auto&... b) { ((ok = ok && b.to_vector() == std::vector<float>(floats, want)), ...); }, bufs);
+  const double bytes = double(floats) * sizeof(float), algbw = bytes / sec / 1e9;
+  std::printf("| %s | %zu | %zu | %.1f | %.1f | %.1f | %s |\n", name, sizeof...(Ds), floats, sec * 1e6, algbw,
+              algbw * 2.0 * (n - 1.0) / n, ok ? "yes" : "NO");
+}
 constexpr device_id g0 = id_of<G>;
 
 template <class F>
@@ -162,6 +186,28 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * double(m) * double(n) * double(k);
     std::printf("| %zux%zu x %zux%zu | %.1f | %.1f | **%.3f** |\n", m, k, k, n, flops / t_locus / 1e12,
                 flops / t_cublas / 1e12, t_cublas / t_locus);
+  }
+
+
+  {
+    header("all-reduce of one flat buffer per replica, time per call; busbw = algbw * 2(n-1)/n as nccl-tests "
+           "defines it (n = 1: no traffic)",
+           {"communicator", "replicas", "floats", "us", "algbw GB/s", "busbw GB/s", "sums right"});
+    for (std::size_t floats : {std::size_t(203532), std::size_t(16) << 20}) {
+      all_reduce_row<dist::in_process::group<G>, G>("in_process", floats);
+#if LOCUS_HAS_NCCL
+      all_reduce_row<dist::nccl::group<G>, G>("nccl", floats);
+#endif
+      if (backend::registry::instance().physical_gpus() >= 2 && gpu_count() >= 2) {
+        all_reduce_row<dist::in_process::group<G, gpu<1>>, G, gpu<1>>("in_process", floats);
+#if LOCUS_HAS_NCCL
+        all_reduce_row<dist::nccl::group<G, gpu<1>>, G, gpu<1>>("nccl", floats);
+#endif
+      }
+    }
+#if !LOCUS_HAS_NCCL
+    std::printf("(this build has no NCCL: LOCUS_HAS_NCCL is 0)\n");
+#endif
   }
 
   if (epochs > 0) {

@@ -3,6 +3,8 @@
 //   mpirun -np 2 --oversubscribe bench_mpi [reps]
 // Bus bandwidth as nccl-tests defines it for all-reduce: bytes / time * 2 (ranks - 1) / ranks.
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 #include <locus/train/mpi.hpp>
 
 #include "harness.hpp"

@@ -7,6 +7,8 @@
 // Each figure is the median of `reps` epochs (default 5; the first argument changes it).
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include "harness.hpp"
 

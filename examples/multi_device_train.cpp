@@ -11,6 +11,8 @@
 // fewer), emulated GPUs otherwise.
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include "loss_plot.hpp"
 

@@ -10,7 +10,7 @@
 #                                       there with -j $(nproc)), then runs the stages and prints a table:
 #       tests      every test case and example of the CUDA build, on the GPU (two logical GPUs per card
 #                  where there are fewer than two), in parallel, examples alone
-#       bench      bench/bench_gpu: bandwidth, matmul against cuBLAS, MLP epochs on 1 and 2 GPUs
+#       bench      bench/bench_gpu: bandwidth, matmul against cuBLAS, NCCL all-reduce (correctness, busbw), MLP epochs
 #       torch      bench/mlp_torch_gpu.py: the same MLP recipe in PyTorch on the GPU (if torch is there)
 #       sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests of expr/reduce/matmul/nn
 #   (default: tests bench torch sanitizer). Logs go to $OUT (the device tool's folder) or build/gpu-out.
@@ -30,9 +30,10 @@ if [ "${1:-}" = "prepare" ]; then
   (cd "$build" && ctest --show-only=json-v1) >"$build/tests.json"
   rm -rf "$bundle" "$build/lib" && mkdir -p "$build/lib" "$bundle/data"
   bins=("$build"/tests/locus_tests_cuda "$build"/examples/example_* "$build"/bench/bench_gpu)
-  # Shared libraries beyond glibc, the CUDA driver and cuBLAS (those the GPU machine has).
+  # Shared libraries beyond glibc, the CUDA driver, cuBLAS and NCCL (218 MB: the GPU machine has its
+  # own, from the toolkit or PyTorch's nvidia-nccl wheel).
   ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libnccl)\.so' |
     while read -r lib; do cp -L "$lib" "$build/lib/"; done
   cp -L "$(data_dir=${LOCUS_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}; echo "$data_dir")"/*.gz "$bundle/data/"
   XZ_OPT=-T0 tar -cJf "$bundle/build.tar.xz" "${bins[@]}" "$build/tests.json" "$build/lib"
@@ -63,9 +64,17 @@ if [ -f "$bundle/build.tar.xz" ]; then
   export LOCUS_FASHION_MNIST_DIR="$root/$bundle/data"
   libs="$root/$build/lib"
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null) \
+           $(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null); do
     [ -d "$d" ] && libs="$libs:$d"
   done
+  have_nccl=0
+  IFS=: read -ra dirs <<<"$libs"
+  for d in "${dirs[@]}"; do ls "$d"/libnccl.so.2* >/dev/null 2>&1 && have_nccl=1; done
+  if ((have_nccl == 0)); then
+    found=$(find / -xdev -name 'libnccl.so.2*' -not -path '/proc/*' 2>/dev/null | head -1)
+    [ -n "$found" ] && libs="$libs:$(dirname "$found")"
+  fi
   have_cublas=0
   IFS=: read -ra dirs <<<"$libs"
   for d in "${dirs[@]}"; do ls "$d"/libcublas.so.* >/dev/null 2>&1 && have_cublas=1; done

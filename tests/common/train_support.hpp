@@ -2,6 +2,8 @@
 // What the training tests share (in process and over MPI): a small learnable data set, a model
 // that fails on purpose, quiet fit options, flat parameters and an exception's message.
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -1,6 +1,8 @@
 // A device listed twice in data_parallel's device list.
 // expect: locus: data_parallel<Policy, Devices...>: a device appears twice in the list
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 int main() {
   locus::train::mlp<float> model({4, 3}, 1);
 #ifdef LOCUS_FIXED

@@ -2,6 +2,8 @@
 // expect: locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, find_package(MPI) and link MPI::MPI_CXX)
 // variant: host
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 int main() {
   locus::train::mlp<float> model({4, 3}, 1);
 #ifdef LOCUS_FIXED

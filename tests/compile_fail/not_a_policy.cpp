@@ -1,6 +1,8 @@
 // A type that is not a training policy in data_parallel's first place (here: the optimiser).
 // expect: locus: data_parallel<Policy, ...>: Policy is not a training policy
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 int main() {
   locus::train::mlp<float> model({4, 3}, 1);
 #ifdef LOCUS_FIXED

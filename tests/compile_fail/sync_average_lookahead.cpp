@@ -3,6 +3,8 @@
 // expect-gcc: has no non-static data member named 'lookahead'
 // expect-clang: field designator 'lookahead' does not refer to any field
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 int main() {
   locus::train::mlp<float> model({4, 3}, 1);
 #ifdef LOCUS_FIXED

@@ -3,6 +3,8 @@
 
 #include <locus/train/checkpoint.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include <algorithm>
 #include <atomic>

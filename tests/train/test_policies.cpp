@@ -3,6 +3,8 @@
 #include "../common/train_support.hpp"
 
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include <cmath>
 #include <string>
@@ -49,7 +51,7 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
 }
 }  // namespace
 
-TEST_CASE("the built-in policies and a user's meet the concept; other types do not", "[train][policy]") {
+TEST_CASE("the built-in policies and a user's meet the concept, other types do not", "[train][policy]") {
   STATIC_REQUIRE(policy<sync_average>);
   STATIC_REQUIRE(policy<hogwild>);
   STATIC_REQUIRE(policy<local_sgd>);
@@ -61,6 +63,16 @@ TEST_CASE("the built-in policies and a user's meet the concept; other types do n
   STATIC_REQUIRE_FALSE(policy<sgd>);
   STATIC_REQUIRE(std::is_same_v<mpi<hogwild>, basic_hogwild<dist::mpi>>);
   STATIC_REQUIRE(std::is_same_v<typename sync_average::communicator, dist::automatic>);
+}
+
+TEST_CASE("the default communicator sums in process on host-run devices", "[train][policy][dist]") {
+  mlp<float> model({16, 4}, 1);
+  data_parallel<sync_average, cpu> one{model, sgd{}};
+  CHECK(one.communicator_name() == "in_process");
+#if LOCUS_HAS_GPUS && !LOCUS_HAS_CUDA
+  data_parallel<sync_average, gpu<0>, gpu<1>> two{model, sgd{}};
+  CHECK(two.communicator_name() == "in_process");  // emulated GPUs: no NCCL
+#endif
 }
 
 TEST_CASE("a user-written policy trains through data_parallel", "[train][policy]") {

@@ -2,6 +2,8 @@
 #include "../common/train_support.hpp"
 
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #include <atomic>
 #include <functional>

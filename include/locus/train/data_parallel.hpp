@@ -20,7 +20,6 @@
 #include <locus/train/hogwild.hpp>
 #include <locus/train/layout.hpp>
 #include <locus/train/local_sgd.hpp>
-#include <locus/train/mlp.hpp>
 #include <locus/train/model.hpp>
 #include <locus/train/mpi.hpp>
 #include <locus/train/optimizer.hpp>
@@ -28,7 +27,6 @@
 #include <locus/train/policy.hpp>
 #include <locus/train/replicas.hpp>
 #include <locus/train/report.hpp>
-#include <locus/train/softmax_regression.hpp>
 #include <locus/train/sync_average.hpp>
 
 #include <chrono>

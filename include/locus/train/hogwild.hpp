@@ -81,8 +81,8 @@ struct basic_hogwild {
   /// asynchronous SGD, Zhang, Gupta, Lian and Liu, IJCAI 2016). One worker: tau = 0. Under
   /// mpi<hogwild> tau counts this rank's workers only.
   bool scale_by_staleness = true;
-  /// How the updates reach the home copy. Unset: load_store in process (1.4x faster an epoch than
-  /// atomic_add with 2 workers on the 2-core test machine, the same accuracy: bench/RESULTS-host.md),
+  /// How the updates reach the home copy. Unset: load_store in process (faster an epoch than
+  /// atomic_add at the same accuracy: bench/RESULTS-train.md),
   /// atomic_add across ranks (MPI_Accumulate is atomic per element; load_store is refused there).
   std::optional<hogwild_writes> writes = std::nullopt;
 
@@ -127,8 +127,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
                    hogwild_writes::atomic_add;
   // The home copy: in host memory, touched by the workers only through std::atomic_ref; across
   // ranks, rank 0's copy in an MPI window. Each worker keeps its own momentum on its device (a
-  // momentum shared in the home copy was measured less stable: 0.49 against 0.71 test accuracy
-  // after one epoch, 2 workers, lr 0.1, momentum 0.9).
+  // momentum shared in the home copy trained worse: bench/RESULTS-train.md, "why").
   std::vector<float> home = s.parameters();
   std::vector<float> momenta(ahead ? size : 0, 0.f);  // the workers' momenta summed (lookahead)
   std::mutex result_mutex;  // the curve and the progress lines only; never the parameters

@@ -5,7 +5,12 @@
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
-#include <locus/locus.hpp>
+#include <locus/ops/matmul.hpp>
+#include <locus/ops/nn.hpp>
+#include <locus/ops/random.hpp>
+#include <locus/ops/reduce.hpp>
+#include <locus/placement/on.hpp>
+#include <locus/tensor/tensor.hpp>
 
 #include <cstdint>
 #include <initializer_list>

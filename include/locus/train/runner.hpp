@@ -27,7 +27,7 @@ void for_each_index(std::index_sequence<I...>, F&& f) {
 /// Runs one callable per device on its own thread (inline for one) and rethrows the first failure.
 /// With `concurrent` false they run one after the other: host devices (the cpu, emulated GPUs)
 /// share the same cores, and each step is already parallel inside (OpenMP, BLAS); threads on top
-/// only contend (measured: 2 emulated devices 8x slower per step with one thread each).
+/// only contend (bench/RESULTS-train.md, "why": 8x slower per step).
 inline void run_parallel(std::vector<std::function<void()>>& work, bool concurrent = true) {
   if (work.size() == 1 || !concurrent) {
     for (auto& w : work) w();
@@ -51,7 +51,7 @@ inline void run_parallel(std::vector<std::function<void()>>& work, bool concurre
 /// Threads that stay: the replicas of a GPU trainer run every step's work on the same threads
 /// (thread i runs work[i + 1]; the caller runs work[0]). A thread made per step, per replica, costs
 /// little itself, but the OpenMP team it starts for the batch gather is made and torn down with it
-/// (measured on an H200, 2 logical GPUs: 4.8 ms per step, against 0.47 for one device).
+/// (bench/RESULTS-train.md, "why": 10x the step time of one device on an H200).
 class replica_threads {
 public:
   replica_threads() = default;
