@@ -58,7 +58,6 @@ struct basic_local_sgd {
     auto& s = c.replicas;
     const auto& o = c.options;
     constexpr bool spans = Set::communicator_type::spans_processes;
-    const std::size_t shard = o.batch / s.replica_count();
     const std::size_t per_epoch = c.data.size() / o.batch;
     std::array<double, Set::device_count> losses{};
     std::array<bool, Set::device_count> skipped{};
@@ -73,7 +72,8 @@ struct basic_local_sgd {
           using D = typename std::remove_cvref_t<decltype(r)>::device_type;
           skipped[i] = false;
           try {
-            auto [x, y] = data::gather<D>(c.data, order, b * o.batch + (s.first_replica() + i) * shard, shard);
+            const auto mine = data::shard_of(b * o.batch, o.batch, s.first_replica() + i, s.replica_count());
+            auto [x, y] = data::gather<D>(c.data, order, mine.first, mine.count);
             losses[i] = r.loss_and_grad(x, y);
             if (!std::isfinite(losses[i]) || !Set::template all_finite<D>(r.gradients())) {
               if (o.on_non_finite == non_finite::throw_error)

@@ -63,7 +63,7 @@ struct basic_sync_average {
     // One device in one process without accumulation uses the model's own gradient tensors;
     // otherwise they are packed into the flat buffers that are summed.
     const bool packed = Set::device_count > 1 || spans || accumulate > 1;
-    const std::size_t shard = o.batch / replicas, micro = shard / accumulate;
+    const std::size_t micro = o.batch / replicas / accumulate;
     std::array<double, Set::device_count> losses{};
     std::array<std::string, Set::device_count> failures;
     std::size_t step = 0;
@@ -82,8 +82,9 @@ struct basic_sync_average {
           auto& g = s.template buffer<i>();
           try {
             double loss = 0;
+            const auto mine = data::shard_of(first, o.batch, s.first_replica() + i, replicas);
             for (std::size_t k = 0; k < accumulate; ++k) {
-              auto [x, y] = data::gather<D>(c.data, order, first + (s.first_replica() + i) * shard + k * micro, micro);
+              auto [x, y] = data::gather<D>(c.data, order, mine.first + k * micro, micro);
               loss += r.loss_and_grad(x, y);
               if (!packed) continue;
               if (k == 0) {
