@@ -129,6 +129,23 @@ TEST_CASE("mpi<hogwild>: workers of both ranks train the parameters in rank 0's 
   CHECK(ranks.accuracy(data) > before + 0.2);
 }
 
+TEST_CASE("mpi<local_sgd>: every rank ends equal, and period 1 follows mpi<sync_average>", "[mpi][local_sgd]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  data_parallel<mpi<sync_average>, cpu> sync{model, sgd{0.1f, 0.9f}};
+  data_parallel<mpi<local_sgd>, cpu> every{model, sgd{0.1f, 0.9f}, mpi<local_sgd>{.period = 1}};
+  data_parallel<mpi<local_sgd>, cpu> rare{model, sgd{0.1f, 0.9f}, mpi<local_sgd>{.period = 5}};
+  CHECK(every.communicator_name() == "mpi");
+  sync.fit(data, quiet(2, 64));
+  const auto r = every.fit(data, quiet(2, 64));
+  rare.fit(data, quiet(2, 64));  // 16 steps: averaged after 5, 10, 15 and the last
+  CHECK(r.curve.size() == 16);
+  CHECK(spread_from_rank0(every.parameters()) == 0.0);
+  CHECK(spread_from_rank0(rare.parameters()) == 0.0);
+  CHECK(max_difference(every.parameters(), sync.parameters()) < 1e-5);
+  CHECK(max_difference(rare.parameters(), sync.parameters()) > 1e-4);
+}
+
 TEST_CASE("mpi<hogwild>: lookahead and load_store writes are refused on every rank", "[mpi][hogwild]") {
   mlp<float> model({16, 4}, 1);
   auto data = synthetic(128, 5);
