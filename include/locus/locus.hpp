@@ -12,6 +12,8 @@
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/tensor/transfer.hpp>
+#include <locus/tensor/slice.hpp>
+#include <locus/tensor/print.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/expr/ops.hpp>
 #include <locus/expr/operators.hpp>
