@@ -20,6 +20,7 @@
 #include <locus/placement/policy.hpp>
 #include <locus/placement/kernel.hpp>
 #include <locus/placement/on.hpp>
+#include <locus/placement/dispatch.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/ops/matmul.hpp>
 #include <locus/ops/nn.hpp>
