@@ -294,7 +294,8 @@ template <class T, locus::device D, int R>
 struct std::formatter<locus::tensor<T, D, R>, char> : std::formatter<std::string_view, char> {
   template <class FormatContext>
   auto format(const locus::tensor<T, D, R>& t, FormatContext& ctx) const {
-    return std::formatter<std::string_view, char>::format(locus::to_string(t), ctx);
+    std::formatter<std::string_view, char> text = *this;  // a copy: format() is const only since LWG 3636
+    return text.format(locus::to_string(t), ctx);
   }
 };
 template <class T, locus::device D, int R>
@@ -302,7 +303,8 @@ template <class T, locus::device D, int R>
 struct std::formatter<locus::tensor_view<T, D, R>, char> : std::formatter<std::string_view, char> {
   template <class FormatContext>
   auto format(const locus::tensor_view<T, D, R>& v, FormatContext& ctx) const {
-    return std::formatter<std::string_view, char>::format(locus::to_string(v), ctx);
+    std::formatter<std::string_view, char> text = *this;
+    return text.format(locus::to_string(v), ctx);
   }
 };
 #endif

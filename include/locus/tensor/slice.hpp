@@ -33,7 +33,7 @@ template <int Axis, class T, device D, int R, std::integral I, std::integral J>
                              "pointer and a shape, without strides); slice<0> takes rows");
     return v;
   } else {
-    return v.rows_named(first, last, "slice<0>");
+    return detail::rows_of(v, first, last, "slice<0>");
   }
 }
 template <int Axis, class T, device D, int R, std::integral I, std::integral J>

@@ -114,10 +114,14 @@ private:
 /// The row-major offset of an index; unchecked, like std::mdspan's operator[].
 template <int R, class... I>
 constexpr std::size_t row_major_offset(const shape<R>& s, I... idx) noexcept {
-  const std::size_t is[] = {static_cast<std::size_t>(idx)...};
-  std::size_t o = 0;
-  for (std::size_t k = 0; k < sizeof...(I); ++k) o = o * s[k] + is[k];
-  return o;
+  if constexpr (sizeof...(I) == 0) {
+    return 0;  // rank 0: t()
+  } else {
+    const std::size_t is[] = {static_cast<std::size_t>(idx)...};
+    std::size_t o = 0;
+    for (std::size_t k = 0; k < sizeof...(I); ++k) o = o * s[k] + is[k];
+    return o;
+  }
 }
 
 /// The one message for element access on a GPU (tensors and views alike).
@@ -150,6 +154,21 @@ constexpr std::size_t row_stride(const shape<R>& s) noexcept {
   std::size_t n = 1;
   for (std::size_t d = 1; d < static_cast<std::size_t>(R); ++d) n *= s[d];
   return n;
+}
+
+/// Rows [first, last) of v, a view of the same rank; `what` names the call in the message
+/// (t.rows(first, last), slice<0>(t, first, last)).
+template <class View, std::integral I, std::integral J>
+View rows_of(const View& v, I first, J last, const char* what) {
+  std::size_t a = 0, b = 0;
+  const std::size_t n = v.extent(0);
+  if (!index_in(first, n + 1, a) || !index_in(last, n + 1, b) || a > b)
+    throw shape_error(std::string("locus: ") + what + "(" + index_str(first) + ", " + index_str(last) +
+                      "): not a range of rows of shape " + v.shape().str() + " (0 <= first <= last <= " +
+                      std::to_string(n) + ")");
+  auto s = v.shape();
+  s.extents[0] = b - a;
+  return View(v.data() + a * row_stride(v.shape()), s, v.name());
 }
 
 /// Host copy of n elements of device memory; std::vector<bool> has no data(), hence the detour.
@@ -244,7 +263,12 @@ public:
   /// naming the shape and the range unless 0 <= first <= last <= extent(0).
   template <std::integral I, std::integral J>
   [[nodiscard]] tensor_view rows(I first, J last) const {
-    return rows_named(first, last, "rows");
+    if constexpr (Rank == 0) {
+      static_assert(Rank > 0, "locus: rows(first, last): a rank-0 tensor has no rows");
+      return *this;
+    } else {
+      return detail::rows_of(*this, first, last, "rows");
+    }
   }
 
   /// Host element access, cpu views only (unchecked, like tensor's).
@@ -260,25 +284,6 @@ public:
     requires(!std::is_const_v<T>)
   {
     backend::fill<D>(size(), x, p_);
-  }
-
-  /// Internal: rows(first, last) with the caller's name in the message (slice<0>).
-  template <std::integral I, std::integral J>
-  [[nodiscard]] tensor_view rows_named(I first, J last, const char* what) const {
-    if constexpr (Rank == 0) {
-      static_assert(Rank > 0, "locus: rows(first, last): a rank-0 tensor has no rows");
-      return *this;
-    } else {
-      std::size_t a = 0, b = 0;
-      const std::size_t n = shape_[0];
-      if (!detail::index_in(first, n + 1, a) || !detail::index_in(last, n + 1, b) || a > b)
-        throw shape_error(std::string("locus: ") + what + "(" + detail::index_str(first) + ", " +
-                          detail::index_str(last) + "): not a range of rows of shape " + shape_.str() +
-                          " (0 <= first <= last <= " + std::to_string(n) + ")");
-      locus::shape<Rank> s = shape_;
-      s.extents[0] = b - a;
-      return tensor_view(p_ + a * detail::row_stride(shape_), s, name_);
-    }
   }
 
 private:
