@@ -88,7 +88,7 @@ TEST_CASE("dispatch refuses an id beyond its bound, of no device, or not in this
 }
 
 #if LOCUS_HAS_GPUS
-TEST_CASE("a constrained f is compiled for the devices it takes; the others throw", "[device][dispatch]") {
+TEST_CASE("a constrained f is compiled for the devices it takes, the others throw", "[device][dispatch]") {
   auto gpus_only = []<device D>()
     requires is_gpu_v<D>
   { return D::index; };

@@ -183,7 +183,7 @@ TEMPLATE_LIST_TEST_CASE("bad rows, ranges and reshape sizes throw shape_error na
   CHECK(m.to_vector() == before);
 }
 
-TEST_CASE("cpu views have element access; named views rebind like std::span", "[tensor][views]") {
+TEST_CASE("cpu views have element access, and named views rebind like std::span", "[tensor][views]") {
   tensor<int, cpu, 2> m{{1, 2, 3}, {4, 5, 6}};
   CHECK(m.row(1)(2) == 6);
   m.row(1)(2) = 9;
