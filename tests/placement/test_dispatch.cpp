@@ -38,7 +38,7 @@ TEST_CASE("available_device_ids lists the devices as device_ids, the cpu first",
 TEST_CASE("dispatch calls f with the device type a run-time id names", "[device][dispatch]") {
   int calls = 0;
   for (const device_id id : available_device_ids()) {
-    std::string name = dispatch<4>(id, []<device D>() { return id_of<D>.type_name(); });
+    std::string name = dispatch<4>(id, [&]<device D>() { return id_of<D>.type_name(); });
     CHECK(name == id.type_name());
     CHECK(dispatch<4>(id, sum_on{&calls}) == 12.0);
   }
@@ -89,7 +89,7 @@ TEST_CASE("dispatch refuses an id beyond its bound, of no device, or not in this
 
 #if LOCUS_HAS_GPUS
 TEST_CASE("a constrained f is compiled for the devices it takes, the others throw", "[device][dispatch]") {
-  auto gpus_only = []<device D>()
+  auto gpus_only = [&]<device D>()
     requires is_gpu_v<D>
   { return D::index; };
   CHECK_THROWS_WITH(dispatch<2>(id_of<cpu>, gpus_only), "locus: dispatch: f does not take <cpu>");
@@ -97,7 +97,7 @@ TEST_CASE("a constrained f is compiled for the devices it takes, the others thro
 }
 
 TEST_CASE("with_devices calls f with the first count GPUs as a type list", "[device][dispatch]") {
-  const auto names = []<device... Ds>() {
+  const auto names = [&]<device... Ds>() {
     std::vector<std::string> v{id_of<Ds>.type_name()...};
     return v;
   };

@@ -18,7 +18,8 @@
 // returns one type for every device. A constrained f ([&]<locus::device D> requires
 // locus::is_gpu_v<D>) is compiled and called only for the devices it takes; the others throw
 // device_error. In a build without GPUs dispatch compiles f for the cpu alone, and with_devices
-// does not compile.
+// does not compile. Write f with a capture ([&]<locus::device D>): nvcc warns (#445-D) about the
+// function-pointer conversion of a capture-less template lambda.
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
@@ -107,9 +108,10 @@ template <std::size_t... I>
 struct first_gpus_of<std::index_sequence<I...>> {
   using type = device_list<gpu<static_cast<int>(I)>...>;
 };
-/// device_list<gpu<0>, ..., gpu<K - 1>>
+/// first_gpus<K>::type is device_list<gpu<0>, ..., gpu<K - 1>> (a class, not an alias: nvcc's front
+/// end loses the pack of an alias of make_index_sequence expanded in a pack).
 template <std::size_t K>
-using first_gpus = typename first_gpus_of<std::make_index_sequence<K>>::type;
+struct first_gpus : first_gpus_of<std::make_index_sequence<K>> {};
 
 }  // namespace detail
 
@@ -152,7 +154,7 @@ decltype(auto) with_devices(int count, F&& f) {
                          " (the compile-time bound; raise MaxGpus for more)");
     backend::registry::instance().require(device_id{device_kind::gpu, count - 1});
     return [&]<std::size_t... K>(std::index_sequence<K...>) -> decltype(auto) {
-      return detail::call_entry<std::remove_reference_t<F>, detail::first_gpus<K + 1>...>(
+      return detail::call_entry<std::remove_reference_t<F>, typename detail::first_gpus<K + 1>::type...>(
           f, static_cast<std::size_t>(count - 1), "with_devices");
     }(std::make_index_sequence<static_cast<std::size_t>(MaxGpus)>{});
   }
