@@ -1,14 +1,30 @@
 # locus_create_backend(<kind>): creates the IMPORTED target locus::_backend that locus::locus links:
-# Thrust (from the CUDA Toolkit's CCCL package) on the host system (OpenMP, or the sequential CPP
-# system without it) or on CUDA, plus OpenMP and the nvcc flags locus needs. Used by the build tree
-# and, installed, by locusConfig.cmake, so that the backend is chosen where locus is consumed.
+# Thrust on the host system (OpenMP, or the sequential CPP system without it) or on CUDA, plus
+# OpenMP and the nvcc flags locus needs. Used by the build tree and, installed, by locusConfig.cmake,
+# so that the backend is chosen where locus is consumed.
 #   kind: host | cuda      (cuda needs enable_language(CUDA) first)
 include_guard(GLOBAL)
 
+# locus_find_thrust([REQUIRED|QUIET]): Thrust's CMake package. First CCCL 3 from the CUDA Toolkit
+# (CUDA_PATH, CUDA_HOME, CUDAToolkit_ROOT or /usr/local/cuda, nvcc on PATH or not); without it
+# Thrust 1.x, e.g. Debian 12's libthrust-dev + libcub-dev (1.17.2, /usr/share/cmake/thrust), which
+# the host and emulated backends need alone. Two calls: Thrust's version files accept one major
+# version only. The cuda backend insists on CCCL 3 (locus_create_backend).
 macro(locus_find_thrust)
-  find_package(Thrust 3.0 CONFIG ${ARGN}
+  find_package(Thrust 3.0 CONFIG QUIET
                HINTS "$ENV{CUDA_PATH}/lib64/cmake" "$ENV{CUDA_HOME}/lib64/cmake" "${CUDAToolkit_ROOT}/lib64/cmake"
                      /usr/local/cuda/lib64/cmake)
+  if(NOT Thrust_FOUND)
+    find_package(Thrust 1.17 CONFIG QUIET)
+  endif()
+  set(_locus_thrust_args ${ARGN})
+  if(Thrust_FOUND AND NOT "QUIET" IN_LIST _locus_thrust_args)
+    message(STATUS "locus: Thrust ${Thrust_VERSION} (${Thrust_DIR})")
+  elseif(NOT Thrust_FOUND AND "REQUIRED" IN_LIST _locus_thrust_args)
+    message(FATAL_ERROR "locus: Thrust was not found: install the CUDA Toolkit (CCCL 3; set CUDA_PATH when it is not "
+                        "in /usr/local/cuda) or, for host builds, Debian's libthrust-dev and libcub-dev")
+  endif()
+  unset(_locus_thrust_args)
 endmacro()
 
 function(locus_create_backend kind)
@@ -21,6 +37,10 @@ function(locus_create_backend kind)
     if(NOT "CUDA" IN_LIST _languages)
       message(FATAL_ERROR "locus: the cuda backend needs CUDA enabled first: project(... LANGUAGES CXX CUDA) or "
                           "enable_language(CUDA) before find_package(locus COMPONENTS cuda)")
+    endif()
+    if(Thrust_VERSION VERSION_LESS 3.0)
+      message(FATAL_ERROR "locus: the cuda backend needs CCCL 3 (the CUDA Toolkit's Thrust and CUB); found Thrust "
+                          "${Thrust_VERSION} in ${Thrust_DIR}, which serves host builds only")
     endif()
     thrust_create_target(locus::_thrust HOST CPP DEVICE CUDA)
   elseif(TARGET OpenMP::OpenMP_CXX)

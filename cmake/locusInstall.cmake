@@ -16,12 +16,15 @@ install(FILES ${PROJECT_BINARY_DIR}/locusConfig.cmake ${PROJECT_BINARY_DIR}/locu
               cmake/locusBackend.cmake
         DESTINATION ${LOCUS_INSTALL_CMAKEDIR})
 
-# pkg-config: the include path, C++20 and, where they were found here, CCCL's headers and OpenMP.
+# pkg-config: the include path, C++20 and, where they were found here, Thrust's headers and OpenMP.
 set(LOCUS_PC_CFLAGS "-std=c++20")
 if(TARGET _Thrust_Thrust)
   get_target_property(_cccl_includes _Thrust_Thrust INTERFACE_INCLUDE_DIRECTORIES)
   foreach(dir IN LISTS _cccl_includes)
-    string(APPEND LOCUS_PC_CFLAGS " -I${dir}")
+    # Debian's Thrust lives in /usr/include: -I/usr/include would break the compiler's #include_next.
+    if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+      string(APPEND LOCUS_PC_CFLAGS " -I${dir}")
+    endif()
   endforeach()
 endif()
 set(LOCUS_PC_LIBS "")

@@ -4,7 +4,7 @@
 # accuracy. Arguments go to the example (e.g. --policy hogwild --devices 4 --epochs 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh host
 cmake --preset host >/dev/null
 cmake --build --preset host --target example_multi_device_train
 args=("$@")

@@ -9,12 +9,13 @@
 #          minute of fuzzing each
 #   cuda   the CUDA build by nvcc for sm_90: compiled, not run (CI has no GPU; scripts/gpu-check.sh
 #          runs it where one is)
-# Usage: scripts/test.sh [stage...]   (default: host clang asan tsan fuzz cuda)
+# Usage: scripts/test.sh [stage...]   (default: host clang asan tsan fuzz cuda; every stage but cuda runs
+# without the CUDA Toolkit, against Debian's Thrust)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
 stages=("$@")
 ((${#stages[@]})) || stages=(host clang asan tsan fuzz cuda)
+scripts/install-deps.sh "${stages[@]}"
 declare -a summary
 for stage in "${stages[@]}"; do
   start=$(date +%s)

@@ -12,12 +12,15 @@
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/tensor/transfer.hpp>
+#include <locus/tensor/slice.hpp>
+#include <locus/tensor/print.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/expr/ops.hpp>
 #include <locus/expr/operators.hpp>
 #include <locus/placement/policy.hpp>
 #include <locus/placement/kernel.hpp>
 #include <locus/placement/on.hpp>
+#include <locus/placement/dispatch.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/ops/matmul.hpp>
 #include <locus/ops/nn.hpp>

@@ -7,18 +7,22 @@
 //     add: (Add): /job:localhost/replica:0/task:0/device:GPU:1
 // and each transfer one line naming source, destination and bytes. Lines about emulated GPUs end
 // in " (emulated)". The sink is pluggable (tests capture it); the default writes to stderr.
-// Off costs one relaxed atomic load per evaluation: no line is built.
+// A training loop evaluates thousands of expressions per epoch: placement_log_options{.first = N}
+// logs the first N evaluations, each whole, and turns the log off again.
+// Off costs a thread-local read and two relaxed atomic loads per evaluation: no line is built.
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +34,15 @@
 namespace locus {
 
 using placement_sink = std::function<void(std::string_view line)>;
+
+/// How much of the program the placement log covers once it is on. An evaluation is everything
+/// one `on<D>(e)`, assignment, reduction, matrix product or transfer logs: its nodes, a soft-placement
+/// notice, the copies implicit_transfers makes for it. Each is logged whole or not at all.
+struct placement_log_options {
+  static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+  /// The evaluations logged before the log turns itself off (0: none; unlimited: all).
+  std::size_t first = unlimited;
+};
 
 /// Bytes and copies moved from one device to another.
 struct transfer_totals {
@@ -60,8 +73,33 @@ public:
     static placement_log_state* s = new placement_log_state();  // leaked: usable during exit
     return *s;
   }
-  std::atomic<bool> enabled{false};     ///< log_device_placement(bool) or the environment
-  std::atomic<int> active_scopes{0};    ///< scoped_placement_log objects alive, on any thread
+  std::atomic<bool> enabled{false};     ///< log_device_placement or the environment, evaluations left
+  std::atomic<int> active_scopes{0};    ///< scoped_placement_log objects alive with evaluations left
+
+  /// The process-wide switch: on for `first` evaluations (off for 0).
+  void switch_on(std::size_t first) {
+    std::lock_guard lock(state_);
+    global_left_ = first;
+    enabled.store(first != 0, std::memory_order_relaxed);
+  }
+
+  /// Whether the evaluation about to log may: takes one of the evaluations left to the switch, else
+  /// to the newest scope that has some. What runs out turns itself off.
+  bool claim() {
+    std::lock_guard lock(state_);
+    if (enabled.load(std::memory_order_relaxed)) {
+      if (global_left_ != placement_log_options::unlimited && --global_left_ == 0)
+        enabled.store(false, std::memory_order_relaxed);
+      return true;
+    }
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+      if (it->left != 0) {
+        if (it->left != placement_log_options::unlimited && --it->left == 0)
+          active_scopes.fetch_sub(1, std::memory_order_relaxed);
+        return true;
+      }
+    return false;
+  }
 
   void write(std::string_view line) {
     std::shared_ptr<sink_slot> sink;
@@ -100,12 +138,13 @@ public:
   }
 
   /// A scope's sink (or none: it only turns the log on) joins the list; the newest scope that has a
-  /// sink receives the lines, whichever thread evaluates.
-  std::uint64_t push_scope(placement_sink s) {
+  /// sink receives the lines, whichever thread evaluates. The scope keeps the log on for `first`
+  /// evaluations.
+  std::uint64_t push_scope(placement_sink s, std::size_t first) {
     auto sink = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
     std::lock_guard lock(state_);
-    scopes_.push_back({++next_scope_, std::move(sink)});
-    active_scopes.fetch_add(1, std::memory_order_relaxed);
+    scopes_.push_back({++next_scope_, std::move(sink), first});
+    if (first != 0) active_scopes.fetch_add(1, std::memory_order_relaxed);
     return next_scope_;
   }
   /// Removes a scope wherever it is in the list (scopes of two threads may end in any order), then
@@ -116,10 +155,10 @@ public:
     for (auto it = scopes_.begin(); it != scopes_.end(); ++it)
       if (it->id == id) {
         removed = std::move(it->sink);
+        if (it->left != 0) active_scopes.fetch_sub(1, std::memory_order_relaxed);
         scopes_.erase(it);
         break;
       }
-    active_scopes.fetch_sub(1, std::memory_order_relaxed);
     wait_idle(lock, removed.get());
   }
 
@@ -159,12 +198,14 @@ private:
   struct scope_entry {
     std::uint64_t id;
     std::shared_ptr<sink_slot> sink;
+    std::size_t left;  // evaluations this scope still turns the log on for
   };
   mutable std::mutex state_;
   std::condition_variable idle_;
   std::shared_ptr<sink_slot> global_sink_;
   std::vector<scope_entry> scopes_;
   std::uint64_t next_scope_ = 0;
+  std::size_t global_left_ = placement_log_options::unlimited;  // evaluations the switch has left
   transfer_summary transfers_;
 };
 
@@ -182,9 +223,44 @@ inline std::string log_device(device_id d) {
 
 inline void log_line(std::string_view line) { placement_log_state::instance().write(line); }
 
+/// One evaluation's share of the log, held while it logs: the outermost entry on a thread claims
+/// one of the evaluations the log has left, and the entries opened inside it (the copies
+/// implicit_transfers makes, a loss's own reduction, a sink that evaluates) belong to it, so an
+/// evaluation is logged whole or not at all.
+class log_entry {
+public:
+  log_entry() {
+    log_entry*& outer = current();
+    if (outer != nullptr) {
+      logged_ = true;  // only an entry that logs is registered
+      return;
+    }
+    if (!placement_log_enabled() || !placement_log_state::instance().claim()) return;
+    logged_ = true;
+    outer = this;
+    registered_ = true;
+  }
+  log_entry(const log_entry&) = delete;
+  log_entry& operator=(const log_entry&) = delete;
+  ~log_entry() {
+    if (registered_) current() = nullptr;
+  }
+  /// Whether this evaluation writes its lines.
+  explicit operator bool() const noexcept { return logged_; }
+
+private:
+  static log_entry*& current() noexcept {
+    thread_local log_entry* entry = nullptr;
+    return entry;
+  }
+  bool logged_ = false;
+  bool registered_ = false;
+};
+
 inline void log_transfer(device_id from, device_id to, std::size_t bytes) {
   placement_log_state::instance().record_transfer(from, to, bytes);
-  if (!placement_log_enabled()) return;
+  const log_entry entry;
+  if (!entry) return;
   log_line("transfer: (Copy): " + from.full_name() + " -> " + to.full_name() + ", " + std::to_string(bytes) +
            " bytes" + ((from.is_gpu() || to.is_gpu()) && LOCUS_EMULATE_GPUS ? " (emulated)" : ""));
 }
@@ -193,7 +269,12 @@ inline void log_transfer(device_id from, device_id to, std::size_t bytes) {
 /// Turns the placement log on or off for the whole process (scoped_placement_log objects keep it
 /// on while they live, whatever this says).
 inline void log_device_placement(bool on) {
-  detail::placement_log_state::instance().enabled.store(on, std::memory_order_relaxed);
+  detail::placement_log_state::instance().switch_on(on ? placement_log_options::unlimited : 0);
+}
+/// Turns the placement log on for the process's next `options.first` evaluations, on any thread
+/// (log_device_placement({.first = 40}): one training step, not 30,000 lines an epoch), then off.
+inline void log_device_placement(placement_log_options options) {
+  detail::placement_log_state::instance().switch_on(options.first);
 }
 [[nodiscard]] inline bool log_device_placement() { return detail::placement_log_enabled(); }
 
@@ -206,15 +287,17 @@ inline placement_sink set_placement_sink(placement_sink sink) {
   return detail::placement_log_state::instance().exchange_sink(std::move(sink));
 }
 
-/// Turns the log on for its lifetime, for every thread, optionally into a sink of its own. Scopes
-/// on several threads may overlap and end in any order: while any lives the log is on; the lines go
-/// to the newest living scope that has a sink (else the process's sink, else stderr); once a scope
-/// is destroyed its sink is never called again.
+/// Turns the log on for its lifetime, for every thread, optionally into a sink of its own, and
+/// optionally for its first `options.first` evaluations only. Scopes on several threads may overlap
+/// and end in any order: while any lives (with evaluations left) the log is on; an evaluation counts
+/// against the newest such scope; the lines go to the newest living scope that has a sink (else the
+/// process's sink, else stderr); once a scope is destroyed its sink is never called again.
 class scoped_placement_log {
 public:
-  scoped_placement_log() : id_(detail::placement_log_state::instance().push_scope({})) {}
-  explicit scoped_placement_log(placement_sink sink)
-      : id_(detail::placement_log_state::instance().push_scope(std::move(sink))) {}
+  scoped_placement_log() : scoped_placement_log(placement_log_options{}, placement_sink{}) {}
+  explicit scoped_placement_log(placement_sink sink) : scoped_placement_log(placement_log_options{}, std::move(sink)) {}
+  explicit scoped_placement_log(placement_log_options options, placement_sink sink = {})
+      : id_(detail::placement_log_state::instance().push_scope(std::move(sink), options.first)) {}
   scoped_placement_log(const scoped_placement_log&) = delete;
   scoped_placement_log& operator=(const scoped_placement_log&) = delete;
   ~scoped_placement_log() { detail::placement_log_state::instance().pop_scope(id_); }

@@ -54,6 +54,39 @@ TEST_CASE("concurrent evaluations, transfers and log lines from several threads"
   CHECK(copies == (LOCUS_HAS_GPUS ? 4u * 2u * iterations : 0u));  // cpu->cpu clones are no transfers
 }
 
+TEST_CASE("a limited placement log counts evaluations exactly across threads, each one whole",
+          "[placement][log][limit][threads]") {
+  tensor<float, cpu> a{1.f, 2.f}, b{3.f, 4.f};
+  a.set_name("a");
+  b.set_name("b");
+  std::mutex m;
+  std::vector<std::string> lines;
+  constexpr std::size_t first = 70;
+  {
+    scoped_placement_log log(placement_log_options{.first = first}, [&](std::string_view l) {
+      std::lock_guard lock(m);
+      lines.emplace_back(l);
+    });
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 50; ++i) auto c = on<cpu>(a + b);  // 3 lines each
+      });
+    for (auto& t : threads) t.join();
+    CHECK_FALSE(log_device_placement());
+  }
+  CHECK(lines.size() == 3 * first);
+  std::size_t as = 0, bs = 0, adds = 0;
+  for (const auto& l : lines) {
+    as += l.rfind("a: ", 0) == 0;
+    bs += l.rfind("b: ", 0) == 0;
+    adds += l.rfind("add: ", 0) == 0;
+  }
+  CHECK(as == first);
+  CHECK(bs == first);
+  CHECK(adds == first);
+}
+
 TEST_CASE("placement-log scopes on two threads overlap and end in any order, and no sink is called after its scope",
           "[placement][log][threads]") {
   tensor<float, cpu> a{1.f, 2.f};

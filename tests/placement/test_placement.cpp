@@ -80,7 +80,123 @@ TEST_CASE("scoped_placement_log restores the previous state", "[placement][log]"
   CHECK_FALSE(log_device_placement());
 }
 
+namespace {
+/// Replaces the process's sink for a test, and turns the switch off again at the end.
+struct sink_capture {
+  std::vector<std::string> lines;
+  placement_sink previous = set_placement_sink([this](std::string_view l) { lines.emplace_back(l); });
+  ~sink_capture() {
+    log_device_placement(false);
+    set_placement_sink(std::move(previous));
+  }
+};
+}  // namespace
+
+TEST_CASE("log_device_placement({.first = N}) logs N whole evaluations, then turns itself off",
+          "[placement][log][limit]") {
+  tensor<float, cpu> a{1.f, 2.f}, b{3.f, 4.f};
+  sink_capture log;
+  log_device_placement(placement_log_options{.first = 2});
+  CHECK(log_device_placement());
+  for (int i = 0; i < 5; ++i) {
+    auto c = on<cpu>(a + b);  // 3 lines: a, b, add
+    CHECK(c.to_vector() == std::vector<float>{4.f, 6.f});
+  }
+  CHECK(log.lines.size() == 6);
+  CHECK(log.lines.back() == "add: (Add): " + id_of<cpu>.full_name());
+  CHECK_FALSE(log_device_placement());
+  // An assignment and a reduction count one each; true is unlimited again.
+  log_device_placement(placement_log_options{.first = 1});
+  tensor<float, cpu> c(shape{2});
+  c = a * b;
+  auto s = on<cpu>(sum(a));
+  CHECK(log.lines.size() == 9);
+  CHECK(log.lines.back() == "mul: (Mul): " + id_of<cpu>.full_name());
+  log_device_placement(true);
+  for (int i = 0; i < 3; ++i) c = a * b;
+  CHECK(log.lines.size() == 18);
+  CHECK(log_device_placement());
+  // {.first = 0} is off, and a later limit replaces the remaining one.
+  log_device_placement(placement_log_options{.first = 0});
+  CHECK_FALSE(log_device_placement());
+  c = a * b;
+  CHECK(log.lines.size() == 18);
+  log_device_placement(placement_log_options{.first = 100});
+  log_device_placement(placement_log_options{.first = 1});
+  c = a * b;
+  c = a * b;
+  CHECK(log.lines.size() == 21);
+}
+
+TEST_CASE("a scoped_placement_log with a limit stops logging when it is spent, while it lives",
+          "[placement][log][limit]") {
+  tensor<float, cpu> a{1.f, 2.f};
+  log_device_placement(false);
+  std::vector<std::string> lines;
+  {
+    scoped_placement_log scope(placement_log_options{.first = 3}, [&](std::string_view l) { lines.emplace_back(l); });
+    CHECK(log_device_placement());
+    for (int i = 0; i < 10; ++i) auto r = on<cpu>(relu(a));  // 2 lines: a, relu
+    CHECK(lines.size() == 6);
+    CHECK_FALSE(log_device_placement());
+    {
+      // A newer scope turns it on again, for itself; the lines still go to the newest sink.
+      scoped_placement_log more(placement_log_options{.first = 1});
+      CHECK(log_device_placement());
+      auto r = on<cpu>(relu(a));
+      auto q = on<cpu>(relu(a));
+      CHECK(lines.size() == 8);
+    }
+    auto r = on<cpu>(relu(a));
+    CHECK(lines.size() == 8);
+  }
+  CHECK_FALSE(log_device_placement());
+  // A scope without a limit on top of a spent one is unlimited.
+  {
+    scoped_placement_log spent(placement_log_options{.first = 0}, [&](std::string_view l) { lines.emplace_back(l); });
+    CHECK_FALSE(log_device_placement());
+    auto r = on<cpu>(relu(a));
+    CHECK(lines.size() == 8);
+    scoped_placement_log all;
+    for (int i = 0; i < 4; ++i) auto q = on<cpu>(relu(a));
+    CHECK(lines.size() == 16);
+  }
+}
+
+TEST_CASE("a loss and the mean it takes are one evaluation of a limited log", "[placement][log][limit]") {
+  tensor<float, cpu, 2> z{{1.f, 2.f}, {3.f, 0.f}};
+  tensor<int, cpu> labels{1, 0};
+  sink_capture log;
+  log_device_placement(placement_log_options{.first = 1});
+  const auto first = softmax_cross_entropy(z, labels);
+  CHECK(first.gradient.shape() == z.shape());
+  REQUIRE(!log.lines.empty());
+  CHECK(log.lines.front() == "softmax_cross_entropy: (SoftmaxCrossEntropyWithLogits): " + id_of<cpu>.full_name());
+  CHECK(log.lines.back().find("(Mean)") != std::string::npos);
+  const auto n = log.lines.size();
+  auto again = softmax_cross_entropy(z, labels);
+  CHECK(log.lines.size() == n);
+}
+
 #if LOCUS_HAS_GPUS
+TEST_CASE("the copies implicit_transfers makes belong to their evaluation in a limited log",
+          "[placement][log][limit][gpu]") {
+  tensor<float, gpu<0>> x{1.f, 2.f, 3.f};
+  tensor<float, cpu> h{10.f, 20.f, 30.f};
+  tensor<float, gpu<1>> y{1.f, 1.f, 1.f};
+  sink_capture log;
+  log_device_placement(placement_log_options{.first = 2});
+  auto z = on<gpu<1>, implicit_transfers>(x + h * y);  // 2 copies + 5 nodes
+  CHECK(log.lines.size() == 7);
+  CHECK(log.lines.front().rfind("transfer: (Copy): ", 0) == 0);
+  auto moved = to<gpu<0>>(z);  // a transfer on its own: the second evaluation
+  CHECK(log.lines.size() == 8);
+  CHECK(log.lines.back().rfind("transfer: (Copy): ", 0) == 0);
+  auto w = on<gpu<1>, implicit_transfers>(x + h * y);
+  CHECK(log.lines.size() == 8);
+  CHECK_FALSE(log_device_placement());
+}
+
 TEST_CASE("the classic scenario: a on gpu<0>, b and the add on gpu<1>", "[placement][gpu]") {
   tensor<float, cpu> ha{1.f, 2.f, 3.f}, hb{1.f, 2.f, 3.f};
   tensor<float, gpu<0>> x = to<gpu<0>>(ha);

@@ -234,6 +234,14 @@ private:
 /// "/job:localhost/replica:0/task:0/cpu:0", "/job:localhost/replica:0/task:0/gpu:0", ...
 [[nodiscard]] inline std::vector<std::string> available_devices() { return backend::registry::instance().available(); }
 
+/// The same devices as device_ids (cpu first, then gpu 0, 1, ...): what dispatch<MaxGpus>(id, f)
+/// takes; `id.full_name()` is TensorFlow's "/job:localhost/replica:0/task:0/device:GPU:0".
+[[nodiscard]] inline std::vector<device_id> available_device_ids() {
+  std::vector<device_id> out{id_of<cpu>};
+  for (int i = 0, n = backend::registry::instance().gpus(); i < n; ++i) out.push_back({device_kind::gpu, i});
+  return out;
+}
+
 /// The number of (logical) GPUs gpu<0>..gpu<N-1> available in this process.
 [[nodiscard]] inline int gpu_count() { return backend::registry::instance().gpus(); }
 

@@ -121,8 +121,8 @@ template <class T, device D, class L>
   detail::check_labels(z, labels, "softmax_cross_entropy");
   const std::size_t rows = z.extent(0), classes = z.extent(1);
   if (classes == 0) throw shape_error("locus: softmax_cross_entropy: logits of shape " + z.shape().str() + " have no classes");
-  if (locus::detail::placement_log_enabled())
-    locus::detail::log_visitor(id_of<D>).op("softmax_cross_entropy", "SoftmaxCrossEntropyWithLogits");
+  const locus::detail::log_entry entry;  // the loss and its mean: one evaluation of the log
+  if (entry) locus::detail::log_visitor(id_of<D>).op("softmax_cross_entropy", "SoftmaxCrossEntropyWithLogits");
   auto grad = tensor<T, D, 2>::uninitialized_of(z.shape());
   auto row_loss = tensor<T, D, 1>::uninitialized_of(shape{rows});
   // The host sums each row's exponentials in double (as the host reductions do).

@@ -99,7 +99,8 @@ private:
 
 template <device D, class N>
 void log_evaluation(const N& n) {
-  if (!placement_log_enabled()) return;
+  const log_entry entry;  // the evaluate() or assign() around it has claimed it already
+  if (!entry) return;
   log_visitor v(id_of<D>);
   n.visit(v);
 }
@@ -224,8 +225,9 @@ auto evaluate(const N& n) {
   } else {
     using Run = typename P::device;
     backend::registry::instance().require(id_of<D>);
+    const log_entry entry;  // the notice, the copies and the nodes: one evaluation of the log
     if constexpr (P::soft_fallback) {
-      if (placement_log_enabled())
+      if (entry)
         log_line(std::string("soft placement: ") + operation_type(static_cast<typename P::missing*>(nullptr)) +
                  " has no kernel for " + log_device(id_of<D>) + "; running on " + log_device(id_of<cpu>));
     }
@@ -269,6 +271,7 @@ void assign(Dst& dst, E&& e) {
     if (out.size() != n.shape().size())  // a rank-0 view of an empty rank-0 tensor
       throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from "
                         "tensor): assign the tensor itself");
+    const log_entry entry;  // the copies implicit_transfers makes and the nodes: one evaluation
     // An operand that shares memory with the destination other than element for element (a shifted
     // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
     // such an expression is evaluated into a temporary first. `a = a + b` stays in place.

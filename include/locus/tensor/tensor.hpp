@@ -5,8 +5,12 @@
 // the same device, `to<D>(t)` copies to another, and `c = expr` writes into c's own storage.
 // Storage comes from the device's caching arena (backend/caching_allocator.hpp).
 //
-// Element access `t(i, j)` exists only for tensors on the cpu; GPU data reaches the host through
-// `to_vector()` or `to<cpu>(t)`.
+// Element access `t(i, j)` exists only for tensors (and views) on the cpu; GPU data reaches the host
+// through `to_vector()` or `to<cpu>(t)`.
+//
+// Views of part of a tensor, on its device: `t.row(i)` (rank - 1) and `t.rows(first, last)` (same
+// rank) here; slice<0>(t, first, last) and reshape(t, shape) in tensor/slice.hpp. Row-major storage
+// makes each of them contiguous: a view is a pointer and a shape, without strides.
 #include <locus/backend/memory.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/config.hpp>
@@ -14,6 +18,8 @@
 #include <locus/errors.hpp>
 #include <locus/tensor/shape.hpp>
 
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -105,6 +111,66 @@ private:
   std::size_t n_ = 0;
 };
 
+/// The row-major offset of an index; unchecked, like std::mdspan's operator[].
+template <int R, class... I>
+constexpr std::size_t row_major_offset(const shape<R>& s, I... idx) noexcept {
+  if constexpr (sizeof...(I) == 0) {
+    return 0;  // rank 0: t()
+  } else {
+    const std::size_t is[] = {static_cast<std::size_t>(idx)...};
+    std::size_t o = 0;
+    for (std::size_t k = 0; k < sizeof...(I); ++k) o = o * s[k] + is[k];
+    return o;
+  }
+}
+
+/// The one message for element access on a GPU (tensors and views alike).
+template <device D>
+constexpr void require_host_element_access() {
+  static_assert(std::same_as<D, cpu>,
+                "locus: element access t(i, ...) is for cpu tensors; bring GPU data to the host first with "
+                "locus::to<locus::cpu>(t) or t.to_vector()");
+}
+
+/// "5", "-1": an index as the caller wrote it, for messages.
+template <std::integral I>
+std::string index_str(I i) {
+  if constexpr (std::is_same_v<I, bool>) return i ? "1" : "0";
+  else return std::to_string(i);
+}
+
+/// i as an index below `extent`, or false when it is negative or too large.
+template <std::integral I>
+constexpr bool index_in(I i, std::size_t extent, std::size_t& out) noexcept {
+  if constexpr (std::is_signed_v<I>)
+    if (i < 0) return false;
+  out = static_cast<std::size_t>(i);
+  return out < extent;
+}
+
+/// The elements of one sub-tensor of axis 0 (one row of a matrix), contiguous in row-major order.
+template <int R>
+constexpr std::size_t row_stride(const shape<R>& s) noexcept {
+  std::size_t n = 1;
+  for (std::size_t d = 1; d < static_cast<std::size_t>(R); ++d) n *= s[d];
+  return n;
+}
+
+/// Rows [first, last) of v, a view of the same rank; `what` names the call in the message
+/// (t.rows(first, last), slice<0>(t, first, last)).
+template <class View, std::integral I, std::integral J>
+View rows_of(const View& v, I first, J last, const char* what) {
+  std::size_t a = 0, b = 0;
+  const std::size_t n = v.extent(0);
+  if (!index_in(first, n + 1, a) || !index_in(last, n + 1, b) || a > b)
+    throw shape_error(std::string("locus: ") + what + "(" + index_str(first) + ", " + index_str(last) +
+                      "): not a range of rows of shape " + v.shape().str() + " (0 <= first <= last <= " +
+                      std::to_string(n) + ")");
+  auto s = v.shape();
+  s.extents[0] = b - a;
+  return View(v.data() + a * row_stride(v.shape()), s, v.name());
+}
+
 /// Host copy of n elements of device memory; std::vector<bool> has no data(), hence the detour.
 template <class T, device D>
 std::vector<T> copy_to_host(const T* p, std::size_t n) {
@@ -135,7 +201,10 @@ public:
   constexpr tensor_view(T* p, locus::shape<Rank> s, const char* name = nullptr) noexcept
       : p_(p), shape_(s), name_(name) {}
   constexpr tensor_view(const tensor_view&) noexcept = default;
-  constexpr tensor_view& operator=(const tensor_view&) noexcept = default;
+  /// Rebinds the view (like std::span).
+  constexpr tensor_view& operator=(const tensor_view&) & noexcept = default;
+  /// `t.row(1) = t.row(0)` would rebind a temporary and write nothing: write t.row(1) = copy(t.row(0)).
+  tensor_view& operator=(const tensor_view&) && = delete;
 
   /// A view of mutable elements converts to a view of const ones.
   template <class U>
@@ -143,12 +212,22 @@ public:
   constexpr tensor_view(const tensor_view<U, D, Rank>& o) noexcept  // NOLINT(implicit)
       : p_(o.data()), shape_(o.shape()), name_(o.name()) {}
 
-  /// Writes e into the viewed elements (checked as on<D>(e); the shapes must be equal).
+  /// Writes e into the viewed elements (checked as on<D>(e); the shapes must be equal). An operand
+  /// that shares memory with the view other than element for element is read into a temporary first.
   template <detail::assignable_expression E>
     requires(!std::is_const_v<T>)
   const tensor_view& operator=(E&& e) const {
     auto self = *this;
     detail::assign<strict>(self, std::forward<E>(e));
+    return *this;
+  }
+  /// `v = t` (a tensor) or `v = u` (a view it cannot rebind to): element copies are explicit.
+  template <class X>
+    requires(detail::is_tensor<std::remove_cvref_t<X>>::value ||
+             (detail::is_tensor_view<std::remove_cvref_t<X>>::value && !std::is_convertible_v<X, tensor_view>))
+  const tensor_view& operator=(X&&) const {
+    static_assert(!std::is_same_v<X, X>,
+                  "locus: view = tensor or view: element copies are explicit; write the elements with v = copy(x)");
     return *this;
   }
 
@@ -162,6 +241,50 @@ public:
   [[nodiscard]] constexpr std::size_t extent(std::size_t i) const noexcept { return shape_[i]; }
   [[nodiscard]] constexpr const char* name() const noexcept { return name_; }
   [[nodiscard]] std::vector<value_type> to_vector() const { return detail::copy_to_host<value_type, D>(p_, size()); }
+
+  /// Row i: the sub-tensor at index i of axis 0, a view of rank Rank - 1 into the same elements.
+  /// Throws shape_error naming the shape and the index when i is out of range.
+  template <std::integral I>
+  [[nodiscard]] auto row(I i) const {
+    if constexpr (Rank == 0) {
+      static_assert(Rank > 0, "locus: row(i): a rank-0 tensor has no rows");
+      return *this;
+    } else {
+      std::size_t r = 0;
+      if (!detail::index_in(i, shape_[0], r))
+        throw shape_error("locus: row(" + detail::index_str(i) + "): index out of range for shape " + shape_.str() +
+                          (shape_[0] == 0 ? " (no rows)" : " (rows 0 to " + std::to_string(shape_[0] - 1) + ")"));
+      locus::shape<Rank - 1> s;
+      for (std::size_t d = 1; d < static_cast<std::size_t>(Rank); ++d) s.extents[d - 1] = shape_[d];
+      return tensor_view<T, D, Rank - 1>(p_ + r * detail::row_stride(shape_), s, name_);
+    }
+  }
+  /// Rows [first, last): a view of the same rank (first == last: an empty one). Throws shape_error
+  /// naming the shape and the range unless 0 <= first <= last <= extent(0).
+  template <std::integral I, std::integral J>
+  [[nodiscard]] tensor_view rows(I first, J last) const {
+    if constexpr (Rank == 0) {
+      static_assert(Rank > 0, "locus: rows(first, last): a rank-0 tensor has no rows");
+      return *this;
+    } else {
+      return detail::rows_of(*this, first, last, "rows");
+    }
+  }
+
+  /// Host element access, cpu views only (unchecked, like tensor's).
+  template <class... I>
+    requires(sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+  [[nodiscard]] T& operator()(I... idx) const noexcept {
+    detail::require_host_element_access<D>();
+    return p_[detail::row_major_offset(shape_, idx...)];
+  }
+
+  /// Every viewed element becomes x (one fill kernel).
+  void fill(value_type x) const
+    requires(!std::is_const_v<T>)
+  {
+    backend::fill<D>(size(), x, p_);
+  }
 
 private:
   T* p_ = nullptr;
@@ -210,17 +333,16 @@ public:
     requires(Rank == 2)
   {
     const std::size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
-    std::vector<T> flat;
-    flat.reserve(rows.size() * cols);
+    const auto flat = std::make_unique<T[]>(rows.size() * cols);  // not std::vector: vector<bool> has no data()
     std::size_t r = 0;
     for (const auto& row : rows) {
       if (row.size() != cols)
         throw shape_error("locus: tensor from nested lists: row " + std::to_string(r) + " has " +
                           std::to_string(row.size()) + " elements, row 0 has " + std::to_string(cols));
-      flat.insert(flat.end(), row.begin(), row.end());
+      std::copy(row.begin(), row.end(), flat.get() + r * cols);
       ++r;
     }
-    *this = tensor(locus::shape<2>{rows.size(), cols}, std::span<const T>(flat), uninitialized);
+    *this = tensor(locus::shape<2>{rows.size(), cols}, std::span<const T>(flat.get(), rows.size() * cols), uninitialized);
   }
 
   /// Copies a host range of exactly s.size() elements; throws shape_error otherwise.
@@ -324,26 +446,50 @@ public:
   /// Every element becomes v (one fill kernel).
   void fill(T v) { backend::fill<D>(size(), v, data()); }
 
-  /// Host element access, cpu tensors only.
+  /// Host element access, cpu tensors only (unchecked); on a GPU one static_assert says what to do.
   template <class... I>
-    requires(std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+    requires(sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
   [[nodiscard]] T& operator()(I... idx) noexcept {
-    return buf_.data()[offset(idx...)];
+    detail::require_host_element_access<D>();
+    return buf_.data()[detail::row_major_offset(shape_, idx...)];
   }
   template <class... I>
-    requires(std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
+    requires(sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
   [[nodiscard]] const T& operator()(I... idx) const noexcept {
-    return buf_.data()[offset(idx...)];
+    detail::require_host_element_access<D>();
+    return buf_.data()[detail::row_major_offset(shape_, idx...)];
   }
 
-  /// GPU tensors have no host element access: one static_assert that says what to do instead.
-  template <class... I>
-    requires(!std::same_as<D, cpu> && sizeof...(I) == static_cast<std::size_t>(Rank) && (std::is_integral_v<I> && ...))
-  T operator()(I...) const {
-    static_assert(std::same_as<D, cpu> && sizeof...(I) == 0,
-                  "locus: element access t(i, ...) is for cpu tensors; bring GPU data to the host first with "
-                  "locus::to<locus::cpu>(t) or t.to_vector()");
-    return T{};
+  /// Row i, a view of rank Rank - 1 on D into this tensor's elements (see tensor_view::row); an
+  /// operand of expressions and a destination (`t.row(0) = t.row(1) * 2.f`).
+  template <std::integral I>
+  [[nodiscard]] auto row(I i) & {
+    return view().row(i);
+  }
+  template <std::integral I>
+  [[nodiscard]] auto row(I i) const& {
+    return view().row(i);
+  }
+  template <std::integral I>
+  auto row(I i) && {
+    static_assert(!std::is_same_v<I, I>, "locus: row(i) of a temporary tensor would dangle: a view does not own its "
+                                         "elements; keep the tensor in a variable");
+    return view().row(i);
+  }
+  /// Rows [first, last), a view of the same rank (see tensor_view::rows).
+  template <std::integral I, std::integral J>
+  [[nodiscard]] tensor_view<T, D, Rank> rows(I first, J last) & {
+    return view().rows(first, last);
+  }
+  template <std::integral I, std::integral J>
+  [[nodiscard]] tensor_view<const T, D, Rank> rows(I first, J last) const& {
+    return view().rows(first, last);
+  }
+  template <std::integral I, std::integral J>
+  tensor_view<T, D, Rank> rows(I first, J last) && {
+    static_assert(!std::is_same_v<I, I>, "locus: rows(first, last) of a temporary tensor would dangle: a view does "
+                                         "not own its elements; keep the tensor in a variable");
+    return view().rows(first, last);
   }
 
 private:
@@ -363,13 +509,6 @@ private:
     backend::copy(id_of<D>, buf_.data(), id_of<cpu>, host.data(), n * sizeof(T));
   }
 
-  template <class... I>
-  std::size_t offset(I... idx) const noexcept {
-    const std::size_t is[] = {static_cast<std::size_t>(idx)...};
-    std::size_t o = 0;
-    for (std::size_t k = 0; k < sizeof...(I); ++k) o = o * shape_[k] + is[k];
-    return o;
-  }
   const char* name_ptr() const noexcept { return name_.empty() ? nullptr : name_.c_str(); }
 
   detail::device_buffer<T, D> buf_;
