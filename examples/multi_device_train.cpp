@@ -36,7 +36,7 @@ namespace {
 constexpr const char* usage_text =
     "usage: multi_device_train [options]\n"
     "  --policy sync|hogwild|local|both   sync_average (default), hogwild, local_sgd, or sync then hogwild\n"
-    "  --devices 1|2|4                    devices gpu<0>..gpu<N-1> (default 2; a build without GPUs: 1, the cpu)\n"
+    "  --devices N                        N from 1 to 4: gpu<0>..gpu<N-1> (default 2; a build without GPUs: 1, the cpu)\n"
     "  --epochs E --batch B --seed K      (default 1 epoch, batch 256, seed 0)\n"
     "  --max-steps S                      stop after S steps\n"
     "  --lr X --momentum M                SGD with momentum (default 0.1, 0.9)\n"
@@ -136,7 +136,7 @@ args parse(int argc, char** argv) {
   }
   if (a.policy != "sync" && a.policy != "hogwild" && a.policy != "local" && a.policy != "both")
     usage("--policy is sync, hogwild, local or both");
-  if (a.devices != 1 && a.devices != 2 && a.devices != 4) usage("--devices is 1, 2 or 4");
+  if (a.devices < 1 || a.devices > 4) usage("--devices is 1 to 4");
   a.fit.seed = a.seed;
   return a;
 }
@@ -207,11 +207,8 @@ template <class Policy>
 outcome on_devices(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
 #if LOCUS_HAS_GPUS
   if (gpu_count() < a.devices) configure_logical_gpus(a.devices);
-  switch (a.devices) {
-    case 1: return run<Policy, gpu<0>>(a, train, test);
-    case 2: return run<Policy, gpu<0>, gpu<1>>(a, train, test);
-    default: return run<Policy, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(a, train, test);
-  }
+  // gpu<0>..gpu<N-1> for a run-time N: devices are types, with_devices bridges the two.
+  return with_devices<4>(a.devices, [&]<device... Ds>() { return run<Policy, Ds...>(a, train, test); });
 #else
   if (a.devices != 1) usage("this build has only the cpu: --devices 1");
   return run<Policy, cpu>(a, train, test);
@@ -220,7 +217,7 @@ outcome on_devices(const args& a, const data::labelled_images& train, const data
 
 /// In process, or across the ranks of the MPI job when started by mpirun with more than one.
 template <class Policy>
-outcome dispatch(const args& a, bool across_ranks, const data::labelled_images& train,
+outcome train_with(const args& a, bool across_ranks, const data::labelled_images& train,
                  const data::labelled_images& test) {
 #if LOCUS_HAS_MPI
   if (across_ranks) return on_devices<mpi<Policy>>(a, train, test);
@@ -274,9 +271,9 @@ int main(int argc, char** argv) {
     for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
     std::printf("\n");
     std::vector<outcome> runs;
-    if (a.policy == "sync" || a.policy == "both") runs.push_back(dispatch<sync_average>(a, across_ranks, train, test));
-    if (a.policy == "hogwild" || a.policy == "both") runs.push_back(dispatch<hogwild>(a, across_ranks, train, test));
-    if (a.policy == "local") runs.push_back(dispatch<local_sgd>(a, across_ranks, train, test));
+    if (a.policy == "sync" || a.policy == "both") runs.push_back(train_with<sync_average>(a, across_ranks, train, test));
+    if (a.policy == "hogwild" || a.policy == "both") runs.push_back(train_with<hogwild>(a, across_ranks, train, test));
+    if (a.policy == "local") runs.push_back(train_with<local_sgd>(a, across_ranks, train, test));
     if (!a.csv.empty()) write_csv(a.csv, runs);
     if (!a.plot.empty()) {
       std::vector<example::curve> curves;
