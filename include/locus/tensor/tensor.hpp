@@ -132,13 +132,6 @@ constexpr void require_host_element_access() {
                 "locus::to<locus::cpu>(t) or t.to_vector()");
 }
 
-/// "5", "-1": an index as the caller wrote it, for messages.
-template <std::integral I>
-std::string index_str(I i) {
-  if constexpr (std::is_same_v<I, bool>) return i ? "1" : "0";
-  else return std::to_string(i);
-}
-
 /// i as an index below `extent`, or false when it is negative or too large.
 template <std::integral I>
 constexpr bool index_in(I i, std::size_t extent, std::size_t& out) noexcept {
@@ -163,7 +156,7 @@ View rows_of(const View& v, I first, J last, const char* what) {
   std::size_t a = 0, b = 0;
   const std::size_t n = v.extent(0);
   if (!index_in(first, n + 1, a) || !index_in(last, n + 1, b) || a > b)
-    throw shape_error(std::string("locus: ") + what + "(" + index_str(first) + ", " + index_str(last) +
+    throw shape_error(std::string("locus: ") + what + "(" + std::to_string(first) + ", " + std::to_string(last) +
                       "): not a range of rows of shape " + v.shape().str() + " (0 <= first <= last <= " +
                       std::to_string(n) + ")");
   auto s = v.shape();
@@ -252,7 +245,7 @@ public:
     } else {
       std::size_t r = 0;
       if (!detail::index_in(i, shape_[0], r))
-        throw shape_error("locus: row(" + detail::index_str(i) + "): index out of range for shape " + shape_.str() +
+        throw shape_error("locus: row(" + std::to_string(i) + "): index out of range for shape " + shape_.str() +
                           (shape_[0] == 0 ? " (no rows)" : " (rows 0 to " + std::to_string(shape_[0] - 1) + ")"));
       locus::shape<Rank - 1> s;
       for (std::size_t d = 1; d < static_cast<std::size_t>(Rank); ++d) s.extents[d - 1] = shape_[d];
