@@ -2,8 +2,9 @@
 // sync_average: synchronous data parallelism. Every step, each replica computes the gradient of
 // its shard of the batch (in `accumulate` micro-batches, summed locally) into its flat buffer,
 // the buffers are summed by the communicator (with the loss and a failure flag in two extra
-// slots), every replica scales the sum to the mean and applies the same optimiser step. With K
-// replicas and global batch B the parameters follow those of one device with batch B.
+// slots), and every replica applies the same optimiser step to the mean (the sum scaled inside the
+// step's kernel). With K replicas and global batch B the parameters follow those of one device
+// with batch B.
 //
 //   data_parallel<sync_average, gpu<0>, gpu<1>>                 in process (NCCL where it can)
 //   data_parallel<mpi<sync_average>, gpu<0>, gpu<1>>            across the ranks of an MPI job
@@ -64,6 +65,7 @@ struct basic_sync_average {
     // otherwise they are packed into the flat buffers that are summed.
     const bool packed = Set::device_count > 1 || spans || accumulate > 1;
     const std::size_t micro = o.batch / replicas / accumulate;
+    const float mean = packed ? 1.f / float(replicas * accumulate) : 1.f;
     std::array<double, Set::device_count> losses{};
     std::array<std::string, Set::device_count> failures;
     std::size_t step = 0;
@@ -111,12 +113,8 @@ struct basic_sync_average {
           s.comm().all_reduce_sum(s.buffers(n + Set::extra));
           if constexpr (spans)
             if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
-          const float mean = 1.f / float(replicas * accumulate);
-          s.each([&](auto i) {
-            auto& g = s.template buffer<i>();
-            g = g * mean;
-          });
-          loss = Set::slot(s.template buffer<0>(), n);
+          // The sum's scale to the mean rides in the update's kernel (one pass fewer per replica).
+          loss = double(Set::slot(s.template buffer<0>(), n)) * double(mean);
         }
         const auto& home = s.template replica<0>();
         using H = typename Set::home_device;
@@ -147,7 +145,7 @@ struct basic_sync_average {
             apply_step(s.optimizer(), lr, r.parameters(), r.gradients(), v);
           else
             apply_step(s.optimizer(), lr, r.parameters(),
-                       segments<const float, D>(s.template buffer<i>().data(), r.parameters()), v);
+                       segments<const float, D>(s.template buffer<i>().data(), r.parameters()), v, mean);
         });
         ++step;
         c.step_done(step, epoch, loss);
