@@ -20,6 +20,7 @@
 #include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/tensor/transfer.hpp>
+#include <locus/train/layout.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -85,11 +86,7 @@ public:
       throw shape_error("locus: replica<" + id_of<D>.type_name() + ">: a gradient buffer of " +
                         std::to_string(flat.size()) + " elements for " + std::to_string(size_) +
                         " parameters, or no gradient yet");
-    std::size_t offset = 0;
-    for (const auto& g : grads_) {
-      locus::transfer(tensor_view<float, D, 1>(flat.data() + offset, g.shape()), g);
-      offset += g.size();
-    }
+    pack(grads_, flat);
   }
   [[nodiscard]] virtual tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const = 0;
 

@@ -12,6 +12,7 @@
 #include <locus/errors.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/tensor/tensor.hpp>
+#include <locus/train/layout.hpp>
 
 #include <cmath>
 #include <string>
@@ -94,17 +95,15 @@ template <device D>
 void apply_step(const sgd& opt, float lr, const std::vector<tensor_view<float, D, 1>>& params,
                 const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& velocity,
                 float scale = 1.f) {
-  std::size_t offset = 0;
+  const auto v = segments<float, D>(velocity.data(), params);
   for (std::size_t t = 0; t < params.size(); ++t) {
     const auto& p = params[t];
     const auto& g = grads[t];
-    if (opt.momentum == 0.f) {
+    if (opt.momentum == 0.f)
       backend::for_each_index<D>(p.size(), detail::sgd_step{p.data(), g.data(), lr * scale});
-    } else {
-      backend::for_each_index<D>(p.size(), detail::momentum_step{p.data(), velocity.data() + offset, g.data(), lr,
-                                                                 opt.momentum, scale});
-    }
-    offset += p.size();
+    else
+      backend::for_each_index<D>(p.size(),
+                                 detail::momentum_step{p.data(), v[t].data(), g.data(), lr, opt.momentum, scale});
   }
 }
 
@@ -112,11 +111,9 @@ void apply_step(const sgd& opt, float lr, const std::vector<tensor_view<float, D
 template <device D>
 void momentum_update(const sgd& opt, const std::vector<tensor_view<const float, D, 1>>& grads,
                      const tensor_view<float, D, 1>& velocity, float scale = 1.f) {
-  std::size_t offset = 0;
-  for (const auto& g : grads) {
-    backend::for_each_index<D>(g.size(), detail::velocity_step{velocity.data() + offset, g.data(), opt.momentum, scale});
-    offset += g.size();
-  }
+  const auto v = segments<float, D>(velocity.data(), grads);
+  for (std::size_t t = 0; t < grads.size(); ++t)
+    backend::for_each_index<D>(grads[t].size(), detail::velocity_step{v[t].data(), grads[t].data(), opt.momentum, scale});
 }
 
 }  // namespace locus::train
