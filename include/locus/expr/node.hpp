@@ -68,6 +68,14 @@ struct merge_all<L, Ls...> {
 template <class... Ls>
 using merge_t = typename detail::merge_all<Ls...>::type;
 
+/// True when node N holds a staged operand (expr::staged) anywhere in its tree: such a tree is evaluated in
+/// steps. Nodes that hold children say so with `static constexpr bool has_staged`; leaves do not.
+template <class N>
+inline constexpr bool has_staged_v = [] {
+  if constexpr (requires { N::has_staged; }) return bool(N::has_staged);
+  else return false;
+}();
+
 // ---------------------------------------------------------------------------------------------
 // Kernels: what runs on the device. Trivially copyable, no names, no ownership.
 //
@@ -283,6 +291,7 @@ struct column {
   using value_type = typename C::value_type;
   static constexpr int rank = 2;
   static constexpr bool is_column = true;
+  static constexpr bool has_staged = has_staged_v<C>;
   using devices = typename C::devices;
   using operations = typename C::operations;
 
@@ -302,6 +311,42 @@ struct column {
 
 template <class C>
 inline constexpr bool is_column_v = requires { C::is_column; };
+
+
+/// A product or reduction used as an operand of an elementwise expression (`relu(matmul(x, W) + b)`,
+/// `sum(a) + sum(b)`), or an elementwise expression used as an operand of a product: it cannot be
+/// read element by element, so the evaluation first writes it into a temporary from the caching
+/// arena on the device the whole expression runs on, then fuses the rest into one kernel over that
+/// temporary. Placement sees through it: its devices and operations are those of S.
+template <class S>
+struct staged {
+  using locus_node = void;
+  using value_type = typename S::value_type;
+  static constexpr int rank = S::rank;
+  static constexpr bool has_staged = true;
+  using devices = typename S::devices;
+  using operations = typename S::operations;
+
+  S child;
+
+  [[nodiscard]] auto shape() const { return child.shape(); }
+  // No kernel(): the evaluation replaces this node by its temporary first (placement/on.hpp).
+  template <class V>
+  void visit(V& v) const {
+    child.visit(v);
+  }
+  /// f.materialize(child) when f evaluates staged operands; otherwise the same node over the rebound child.
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    if constexpr (requires { f.materialize(child); }) return f.materialize(child);
+    else return staged<decltype(child.rebind(f))>{child.rebind(f)};
+  }
+};
+
+template <class N>
+inline constexpr bool is_staged_v = false;
+template <class S>
+inline constexpr bool is_staged_v<staged<S>> = true;
 
 // ---------------------------------------------------------------------------------------------
 // Operation nodes
@@ -335,6 +380,7 @@ struct node {
   using operand_type = std::common_type_t<typename Cs::value_type...>;
   using devices = merge_t<typename Cs::devices...>;
   using operations = merge_t<type_list<operation<Op, operand_type>>, typename Cs::operations...>;
+  static constexpr bool has_staged = (has_staged_v<Cs> || ...);
 
   Op op;
   std::tuple<Cs...> children;

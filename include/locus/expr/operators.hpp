@@ -3,9 +3,11 @@
 // pow min max, where(cond, a, b), cast<U>(e), copy(e), map(f, e...). Each returns a node that is
 // evaluated only when bound to a device (on<D>(e), `c = e`, `tensor<T, D> c = e`).
 //
-// Operands: tensors, tensor views, nodes; scalars on either side take the element type of the other
-// operand (`a * 2.0` with float `a` stays float). Overloads are constrained to locus operands, so
-// they never take part in unrelated overload sets. A temporary tensor operand is moved into the
+// Operands: tensors, tensor views, nodes, and products and reductions (`relu(matmul(x, W) + b)`:
+// the product is written into a temporary on the target device, the rest fused over it). Scalars
+// on either side take the element type of the other operand (`a * 2.0` with float `a` stays
+// float). Overloads are constrained to locus operands, so they never take part in unrelated
+// overload sets. A temporary tensor operand is moved into the
 // expression; an lvalue tensor is referenced and must outlive it.
 #include <locus/config.hpp>
 #include <locus/expr/node.hpp>
@@ -18,9 +20,11 @@
 
 namespace locus::expr {
 
-/// A locus expression operand: tensor, tensor_view or expression node.
+/// A locus expression operand: tensor, tensor_view, expression node, or a product or reduction
+/// (evaluated into a temporary first: expr::staged).
 template <class X>
-concept operand = locus::detail::expression_node<X> || locus::detail::is_tensor<std::remove_cvref_t<X>>::value ||
+concept operand = locus::detail::expression_node<X> || locus::detail::special_expression<X> ||
+                  locus::detail::is_tensor<std::remove_cvref_t<X>>::value ||
                   locus::detail::is_tensor_view<std::remove_cvref_t<X>>::value;
 
 template <class X>
@@ -43,6 +47,8 @@ template <operand X>
     else return owning_leaf<typename V::value_type, typename V::device_type, V::rank>{std::make_shared<const V>(std::move(x))};
   } else if constexpr (locus::detail::is_tensor_view<V>::value) {
     return leaf<typename V::value_type, typename V::device_type, V::rank>{x};
+  } else if constexpr (locus::detail::special_expression<V>) {
+    return staged<V>{V(std::forward<X>(x))};
   } else {
     return V(std::forward<X>(x));
   }

@@ -4,8 +4,10 @@
 //     auto C = on<gpu<0>>(matmul(A, B));     // cuBLAS on GPUs, BLAS (or a blocked loop) on the host
 //     C = matmul(transpose(X), dY);          // into C's storage, no temporary
 //     C += matmul(A, B);                     // BLAS beta = 1
-// The operands must be tensors or views: a product reads memory, not an elementwise expression
-// (evaluate one first with on<D>(e)). A destination that overlaps an operand gets a temporary.
+// A product reads memory: an operand that is an expression (`matmul(relu(h), W)`) is evaluated into
+// a temporary first, on the device the product runs on; transpose(t) takes a tensor or view. A
+// product is itself an operand of other expressions (`relu(matmul(x, W) + b)`, expr::staged).
+// A destination that overlaps an operand gets a temporary.
 #include <locus/backend/blas.hpp>
 #include <locus/backend/memory.hpp>
 #include <locus/config.hpp>
@@ -30,7 +32,7 @@ struct matmul {
 
 namespace expr {
 
-/// transpose(t): a rank-2 tensor or view read as its transpose, for matmul.
+/// transpose(t): a rank-2 operand read as its transpose, for matmul.
 template <class L>
 struct transposed {
   L leaf;
@@ -54,12 +56,13 @@ template <class X>
 constexpr bool is_memory_leaf = requires { typename X::device_type; } && !requires { X::is_column; };
 }  // namespace detail
 
+/// transpose(x) for matmul: a rank-2 tensor, view or expression (an expression is staged first).
 template <operand X>
 [[nodiscard]] auto transpose(X&& x) {
   using N = node_t<X>;
-  static_assert(detail::is_memory_leaf<N> && N::rank == 2,
-                "locus: transpose(x) takes a rank-2 tensor or view (evaluate an expression first with on<D>(e))");
-  return transposed<N>{as_node(std::forward<X>(x))};
+  static_assert(N::rank == 2, "locus: transpose(x) takes a rank-2 operand");
+  if constexpr (detail::is_memory_leaf<N> || is_staged_v<N>) return transposed<N>{as_node(std::forward<X>(x))};
+  else return transposed<staged<N>>{staged<N>{as_node(std::forward<X>(x))}};
 }
 
 template <class A, class B>
@@ -73,7 +76,8 @@ struct matmul_expr {
   static constexpr bool ta = detail::matmul_operand<A>::is_transposed;
   static constexpr bool tb = detail::matmul_operand<B>::is_transposed;
   using devices = merge_t<typename LA::devices, typename LB::devices>;
-  using operations = type_list<operation<ops::matmul, value_type>>;
+  using operations = merge_t<type_list<operation<ops::matmul, value_type>>, typename LA::operations, typename LB::operations>;
+  static constexpr bool has_staged = has_staged_v<LA> || has_staged_v<LB>;
 
   LA a;
   LB b;
@@ -130,10 +134,18 @@ private:
   std::size_t inner_b() const { return tb ? b.shape()[1] : b.shape()[0]; }
 };
 
+/// A matmul operand as the product reads it: a memory leaf, transpose(t), or any other rank-2
+/// operand staged into a temporary.
 template <class X>
 auto matmul_operand_of(X&& x) {
-  if constexpr (detail::matmul_operand<std::remove_cvref_t<X>>::is_transposed) return std::remove_cvref_t<X>(x);
-  else return as_node(std::forward<X>(x));
+  if constexpr (detail::matmul_operand<std::remove_cvref_t<X>>::is_transposed) {
+    return std::remove_cvref_t<X>(x);
+  } else {
+    auto n = as_node(std::forward<X>(x));
+    using N = decltype(n);
+    if constexpr (detail::is_memory_leaf<N> || is_staged_v<N>) return n;
+    else return staged<N>{std::move(n)};
+  }
 }
 
 template <class A, class B>
@@ -142,9 +154,6 @@ template <class A, class B>
   using NB = decltype(matmul_operand_of(std::forward<B>(b)));
   using LA = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const NA&>()))>;
   using LB = std::remove_cvref_t<decltype(detail::leaf_of(std::declval<const NB&>()))>;
-  static_assert(detail::is_memory_leaf<LA> && detail::is_memory_leaf<LB>,
-                "locus: matmul(A, B) takes rank-2 tensors, views or transpose(t); evaluate an expression first "
-                "with on<D>(e)");
   static_assert(LA::rank == 2 && LB::rank == 2, "locus: matmul(A, B) takes rank-2 operands");
   static_assert(std::is_same_v<typename LA::value_type, typename LB::value_type>,
                 "locus: matmul(A, B): A and B must have the same element type");

@@ -5,7 +5,8 @@
 // once, with no temporary. Like every locus expression it runs only when bound to a device:
 //     auto s = on<gpu<0>>(sum(a * b));      // tensor<float, gpu<0>, 0>; s.item() copies it out
 //     auto r = on<gpu<0>>(argmax<1>(m));    // tensor<std::int64_t, gpu<0>>, one index per row
-// A reduction cannot be an operand of another expression; evaluate it first.
+// A reduction is also an operand of other expressions (`sum(a) + sum(b)`, `x - col(max<1>(x))`): it
+// is evaluated into a temporary first (expr::staged), the rest fused over it.
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/reduce.hpp>
 #include <locus/config.hpp>
@@ -193,6 +194,7 @@ struct reduction {
   static constexpr int rank = Axis == all_axes ? 0 : 1;
   using devices = typename N::devices;
   using operations = merge_t<type_list<operation<Family, element_type>>, typename N::operations>;
+  static constexpr bool has_staged = has_staged_v<N>;
 
   N child;
 

@@ -158,10 +158,11 @@ using evaluable_t = decltype(to_evaluable(std::declval<E>()));
 template <class E>
 concept evaluable = expr::operand<E> || special_expression<E>;
 
-/// Writes n (all leaves on D, all kernels available) into dst, shapes already checked.
+/// Writes n (all leaves on D, all kernels available, no staged operands left) into dst, shapes
+/// already checked; logs nothing.
 template <device D, class N, class T, int R>
-void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
-  log_evaluation<D>(n);
+void write_into(const N& n, const tensor_view<T, D, R>& dst) {
+  static_assert(!expr::has_staged_v<N>, "locus: internal: staged operands are evaluated before the kernel");
   if constexpr (special_expression<N>) {
     n.template write<D>(dst);
   } else {
@@ -179,6 +180,44 @@ void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
     else
       backend::transform<D>(dst.size(), n.kernel(), dst.data());
   }
+}
+
+/// Replaces every staged operand (expr::staged: a product or reduction inside an elementwise
+/// expression, an expression inside a product) by a temporary on Run holding its value, innermost
+/// first. The steps are not logged here: the log of the whole tree already shows each of them.
+template <device Run>
+struct stage_operands {
+  template <class L>
+  L operator()(const L& l) const {
+    return l;
+  }
+  template <class S>
+  auto materialize(const S& s) const {
+    auto inner = s.rebind(*this);
+    using I = decltype(inner);
+    using T = typename I::value_type;
+    auto out = std::make_shared<tensor<T, Run, I::rank>>(tensor<T, Run, I::rank>::uninitialized_of(inner.shape()));
+    write_into<Run>(inner, out->view());
+    return expr::owning_leaf<T, Run, I::rank>{std::move(out)};
+  }
+};
+
+/// f(n), or f(the tree over temporaries) when n has staged operands: they are evaluated first, on D.
+template <device D, class N, class F>
+decltype(auto) with_staged(const N& n, F&& f) {
+  if constexpr (expr::has_staged_v<N>) {
+    const stage_operands<D> stage;
+    return f(n.rebind(stage));
+  } else {
+    return f(n);
+  }
+}
+
+/// Logs n, then writes it into dst (its staged operands first).
+template <device D, class N, class T, int R>
+void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
+  log_evaluation<D>(n);
+  with_staged<D>(n, [&](const auto& m) { write_into<D>(m, dst); });
 }
 
 template <class N>
@@ -275,20 +314,25 @@ void assign(Dst& dst, E&& e) {
     // An operand that shares memory with the destination other than element for element (a shifted
     // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
     // such an expression is evaluated into a temporary first. `a = a + b` stays in place.
-    const auto write = [&](const auto& m) {
-      using M = std::remove_cvref_t<decltype(m)>;
-      if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
-        // A reduction reads other elements than the one it writes: any shared memory counts.
-        overlap_probe<T, D, Dst::rank> probe{out, !special_expression<M>};
-        (void)m.rebind(probe);
-        if (probe.partial) {
-          auto tmp = tensor<T, D, Dst::rank>::uninitialized_of(out.shape());
-          launch_into<D>(m, tmp.view());
-          backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(T));
-          return;
+    // Staged operands (a product inside the expression) are evaluated into temporaries first, so
+    // the probe sees what the final kernel reads.
+    const auto write = [&](const auto& staged_tree) {
+      log_evaluation<D>(staged_tree);
+      with_staged<D>(staged_tree, [&](const auto& m) {
+        using M = std::remove_cvref_t<decltype(m)>;
+        if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
+          // A reduction reads other elements than the one it writes: any shared memory counts.
+          overlap_probe<T, D, Dst::rank> probe{out, !special_expression<M>};
+          (void)m.rebind(probe);
+          if (probe.partial) {
+            auto tmp = tensor<T, D, Dst::rank>::uninitialized_of(out.shape());
+            write_into<D>(m, tmp.view());
+            backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(T));
+            return;
+          }
         }
-      }
-      launch_into<D>(m, out);
+        write_into<D>(m, out);
+      });
     };
     if constexpr (std::is_void_v<typename P::foreign>) {
       write(n);
@@ -299,8 +343,8 @@ void assign(Dst& dst, E&& e) {
   }
 }
 
-/// dst += e: elementwise `dst = dst + e`; special expressions that can accumulate (matmul) do so
-/// in place.
+/// dst += e: elementwise `dst = dst + e` (a reduction is staged: `t += sum<0>(m)`); a product
+/// accumulates in place (BLAS beta = 1).
 template <class Policy, class Dst, class E>
 void accumulate(Dst& dst, E&& e) {
   if constexpr (special_expression<E> && requires { std::remove_cvref_t<E>::accumulates; }) {
@@ -310,8 +354,6 @@ void accumulate(Dst& dst, E&& e) {
       throw shape_error("locus: C += matmul(A, B): C is empty; assign it first (C = matmul(A, B)), the product has "
                         "shape " + e.shape().str());
     assign<Policy>(dst, std::remove_cvref_t<E>(std::forward<E>(e)).accumulating());
-  } else if constexpr (special_expression<E>) {
-    static_assert(!special_expression<E>, "locus: t += reduction: evaluate the reduction first with on<D>(...)");
   } else {
     if (dst.size() == 0)
       throw shape_error("locus: t += expr: t is empty; assign it first");
