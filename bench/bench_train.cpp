@@ -3,7 +3,9 @@
 // emulated GPUs sharing its cores), against
 //   - the floor: the same epoch's five matrix products per step alone, as direct cblas_sgemm calls;
 //   - the numpy reference ../shared/reference/mlp_numpy.py (same recipe), when python3 and numpy
-//     are there (its own timer, printed to 0.1 s).
+//     are there (its own timer, printed to 0.1 s);
+//   - PyTorch: ../shared/reference/mlp_torch.py (same recipe as a PyTorch user writes it), on 1 and
+//     2 threads, when Debian's python3-torch is there (its own timer: training only).
 // Each figure is the median of `reps` epochs (default 5; the first argument changes it).
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
@@ -97,6 +99,30 @@ double numpy_seconds(int reps) {
   return median(t);
 }
 
+/// The PyTorch peer's one-epoch time (seconds) on `threads` threads, or a negative number when it
+/// cannot run (Debian's python3-torch, run by Debian's own python3).
+double torch_seconds(int threads, int reps) {
+  const char* script = LOCUS_SOURCE_DIR "/../shared/reference/mlp_torch.py";
+  if (std::FILE* f = std::fopen(script, "r")) std::fclose(f);
+  else return -1;
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const std::string cmd =
+        std::string(LOCUS_PYTHON " '") + script + "' 1 256 0.1 0.9 " + std::to_string(threads) + " 2> /dev/null";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char line[256];
+    double seconds = -1;
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+      double s = 0;
+      if (std::sscanf(line, "epoch 1: %lf s", &s) == 1) seconds = s;
+    }
+    if (::pclose(p) != 0 || seconds < 0) return -1;
+    t.push_back(seconds);
+  }
+  return median(t);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +146,15 @@ int main(int argc, char** argv) {
                 locus1 / np);
   else
     std::printf("| numpy reference | not run (python3 with numpy, or ../shared/reference, missing) | | | | |\n");
+  for (int threads : {1, 2}) {
+    const double pt = torch_seconds(threads, reps);
+    if (pt > 0)
+      std::printf("| PyTorch 1.13 (mlp_torch.py), %d thread%s | %.3f | %.3f | %.0f | %.2f | <= 1 |\n", threads,
+                  threads == 1 ? "" : "s", pt, locus1, n / locus1, locus1 / pt);
+    else
+      std::printf("| PyTorch, %d thread%s | not run (Debian's python3-torch, or ../shared/reference, missing) | | | | |\n",
+                  threads, threads == 1 ? "" : "s");
+  }
 
 #if LOCUS_HAS_GPUS
   locus_bench::header("examples/sec by policy and devices (emulated GPUs share the host's cores)",
