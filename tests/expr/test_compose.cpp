@@ -210,3 +210,45 @@ TEST_CASE("composed expressions keep the placement rules: implicit transfers cop
   CHECK(log.contains("transfer: (Copy): " + id_of<gpu<0>>.full_name() + " -> " + id_of<gpu<1>>.full_name()));
 }
 #endif
+
+TEMPLATE_LIST_TEST_CASE("integer reductions inside expressions keep numpy's types; a view destination read by a "
+                        "staged reduction", "[expr][compose]", locus_test::devices) {
+  using D = TestType;
+  tensor<std::int32_t, D> i{2147483647, 2147483647, -5};
+  auto s = on<D>(sum(i) + std::int64_t(1));  // the sum is int64: no wrap at 32 bits
+  STATIC_REQUIRE(std::is_same_v<decltype(s), tensor<std::int64_t, D, 0>>);
+  CHECK(s.item() == std::int64_t(2147483647) * 2 - 5 + 1);
+
+  // Row 0 of m becomes row 1 plus the column sums of all of m, row 0 included: the sums are taken
+  // before row 0 is written.
+  tensor<float, D, 2> m{{1.f, 2.f}, {3.f, 4.f}};
+  m.row(0) = m.row(1) + sum<0>(m);
+  CHECK(m.to_vector() == std::vector<float>{7.f, 10.f, 3.f, 4.f});
+  // A rank-1 tensor minus its own mean, in place.
+  tensor<float, D> v{1.f, 2.f, 6.f};
+  v = v - mean(v);
+  CHECK(v.to_vector() == std::vector<float>{-2.f, -1.f, 3.f});
+}
+
+#if LOCUS_HAS_GPUS
+namespace {
+struct host_only_square {
+  static constexpr const char* name = "square";
+  static constexpr const char* type = "Square";
+  static constexpr bool host_only = true;
+  float operator()(float x) const { return x * x; }
+};
+}  // namespace
+
+TEST_CASE("soft placement runs a composed expression on the cpu, staged steps included", "[expr][compose][placement]") {
+  tensor<float, gpu<0>, 2> x(shape{2, 2}, 1.f), w(shape{2, 2}, 1.f);
+  locus_test::log_capture log;
+  const auto gpu_launches = kernel_launches(id_of<gpu<0>>);
+  auto y = on<gpu<0>, soft_placement>(map(host_only_square{}, matmul(x, w)) + 1.f);
+  STATIC_REQUIRE(std::is_same_v<decltype(y), tensor<float, cpu, 2>>);
+  CHECK(y.to_vector() == std::vector<float>(4, 5.f));
+  CHECK(kernel_launches(id_of<gpu<0>>) == gpu_launches);  // the product ran on the cpu too
+  CHECK(log.contains("matmul: (MatMul): " + locus_test::logged(id_of<cpu>)));
+  CHECK(log.contains("square: (Square): " + locus_test::logged(id_of<cpu>)));
+}
+#endif
