@@ -91,9 +91,6 @@ void check_close(const std::vector<float>& got, const std::vector<double>& want,
     CHECK(std::abs(double(got[i]) - want[i]) <= rel * std::max(std::abs(want[i]), 1e-30));
   }
 }
-std::vector<double> slice(const std::vector<float>& v, std::size_t from, std::size_t n) {
-  return {v.begin() + std::ptrdiff_t(from), v.begin() + std::ptrdiff_t(from + n)};
-}
 }  // namespace
 
 TEST_CASE("the built-in optimisers meet the concept, other types do not", "[train][optim]") {
