@@ -24,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+#include <variant>
 #include <vector>
 #include <string>
 #include <string_view>
@@ -40,6 +41,8 @@ constexpr const char* usage_text =
     "  --epochs E --batch B --seed K      (default 1 epoch, batch 256, seed 0)\n"
     "  --max-steps S                      stop after S steps\n"
     "  --lr X --momentum M                SGD with momentum (default 0.1, 0.9)\n"
+    "  --optimizer sgd|nesterov|adam|adamw   (default sgd; adam and adamw: lr 1e-3 unless --lr)\n"
+    "  --weight-decay W                   adam (L2, default 0) and adamw (decoupled, default 0.01)\n"
     "  --hogwild-lr X                     hogwild's rate when it differs from --lr\n"
     "  --warmup S --schedule constant|cosine   (default: the policy's recipe; hogwild: cosine after 20)\n"
     "  --staleness on|off --lookahead on|off --writes atomic_add|load_store   hogwild's options\n"
@@ -54,6 +57,10 @@ struct args {
   int devices = 2;
   fit_options fit;
   sgd opt{0.1f, 0.9f};
+  std::string optimizer = "sgd";
+  bool lr_given = false;
+  std::optional<float> weight_decay;
+  std::variant<sgd, adam, adamw> chosen;  // from the three above, after parsing
   float hogwild_lr = 0;  // 0: --lr
   hogwild hog;
   sync_average sync;
@@ -106,7 +113,12 @@ args parse(int argc, char** argv) {
     else if (k == "--devices") a.devices = int(count(k, value()));
     else if (k == "--epochs") a.fit.epochs = count(k, value());
     else if (k == "--batch") a.fit.batch = count(k, value());
-    else if (k == "--lr") a.opt.lr = real(k, value());
+    else if (k == "--lr") {
+      a.opt.lr = real(k, value());
+      a.lr_given = true;
+    }
+    else if (k == "--optimizer") a.optimizer = value();
+    else if (k == "--weight-decay") a.weight_decay = real(k, value());
     else if (k == "--hogwild-lr") a.hogwild_lr = real(k, value());
     else if (k == "--plot") a.plot = value();
     else if (k == "--progress") a.fit.bar = progress_bar::on;
@@ -137,6 +149,22 @@ args parse(int argc, char** argv) {
   if (a.policy != "sync" && a.policy != "hogwild" && a.policy != "local" && a.policy != "both")
     usage("--policy is sync, hogwild, local or both");
   if (a.devices < 1 || a.devices > 4) usage("--devices is 1 to 4");
+  const auto adam_like = [&](auto o) {
+    if (a.lr_given) o.lr = a.opt.lr;
+    if (a.weight_decay) o.weight_decay = *a.weight_decay;
+    return o;
+  };
+  if (a.optimizer == "sgd" || a.optimizer == "nesterov") {
+    if (a.weight_decay) usage("--weight-decay is for adam and adamw");
+    a.opt.nesterov = a.optimizer == "nesterov";
+    a.chosen = a.opt;
+  } else if (a.optimizer == "adam") {
+    a.chosen = adam_like(adam{});
+  } else if (a.optimizer == "adamw") {
+    a.chosen = adam_like(adamw{});
+  } else {
+    usage("--optimizer is sgd, nesterov, adam or adamw");
+  }
   a.fit.seed = a.seed;
   return a;
 }
@@ -173,34 +201,37 @@ template <class Policy, class... Ds>
 outcome run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
   mlp<float> model({784, 256, 10}, a.seed + 1);
   const std::string name = policy_name<Policy>();
-  sgd opt = a.opt;
-  if (std::string_view(Policy::name) == "hogwild" && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
-  data_parallel<Policy, Ds...> trainer{model, opt, policy_from<Policy>(a)};
-  std::printf("policy %s on", name.c_str());
-  ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
-  std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
-  if (trainer.ranks() > 1) std::printf(", on each of %d ranks", trainer.ranks());
-  std::printf(", communicator %s\n", trainer.communicator_name().c_str());
-  if (a.log_placement) {
-    // One step with the placement log on: where every operation of a training step runs. Then a
-    // fresh trainer, so that the run below starts from the initial parameters.
-    std::printf("placement of one training step:\n");
-    {
-      scoped_placement_log log;
-      auto once = a.fit;
-      once.max_steps = 1;
-      once.epochs = 1;
-      once.log_every = 0;
-      once.bar = progress_bar::off;
-      data_parallel<Policy, Ds...>{model, opt, policy_from<Policy>(a)}.fit(train, once);
+  // The trainer's type names the policy and the devices only: any optimiser goes in.
+  return std::visit([&](auto opt) {
+    if (std::string_view(Policy::name) == "hogwild" && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
+    data_parallel<Policy, Ds...> trainer{model, opt, policy_from<Policy>(a)};
+    std::printf("policy %s on", name.c_str());
+    ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
+    std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
+    if (trainer.ranks() > 1) std::printf(", on each of %d ranks", trainer.ranks());
+    std::printf(", communicator %s\n", trainer.communicator_name().c_str());
+    std::printf("optimiser %s, lr %g\n", decltype(opt)::name, double(opt.lr));
+    if (a.log_placement) {
+      // One step with the placement log on: where every operation of a training step runs. Then a
+      // fresh trainer, so that the run below starts from the initial parameters.
+      std::printf("placement of one training step:\n");
+      {
+        scoped_placement_log log;
+        auto once = a.fit;
+        once.max_steps = 1;
+        once.epochs = 1;
+        once.log_every = 0;
+        once.bar = progress_bar::off;
+        data_parallel<Policy, Ds...>{model, opt, policy_from<Policy>(a)}.fit(train, once);
+      }
     }
-  }
-  const auto result = trainer.fit(train, a.fit);
-  outcome out{{name + ", " + std::to_string(trainer.replica_count()) + " devices", result.curve}, trainer.accuracy(test)};
-  std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
-              result.examples_per_sec(), trainer.replica_count(), trainer.replica_count() == 1 ? "" : "s");
-  std::printf("test accuracy %.4f\n", out.accuracy);
-  return out;
+    const auto result = trainer.fit(train, a.fit);
+    outcome out{{name + ", " + std::to_string(trainer.replica_count()) + " devices", result.curve}, trainer.accuracy(test)};
+    std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
+                result.examples_per_sec(), trainer.replica_count(), trainer.replica_count() == 1 ? "" : "s");
+    std::printf("test accuracy %.4f\n", out.accuracy);
+    return out;
+  }, a.chosen);
 }
 
 template <class Policy>

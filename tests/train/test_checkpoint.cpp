@@ -17,6 +17,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #if __has_include(<sys/wait.h>)
 #  include <sys/wait.h>
@@ -77,7 +78,10 @@ TEST_CASE("a checkpoint holds parameters, momentum and step, and loads back exac
   b.load(path);
   const auto sa = a.state(), sb = b.state();
   CHECK(sb.parameters == sa.parameters);
-  CHECK(sb.velocity == sa.velocity);
+  CHECK(sb.optimizer_state == sa.optimizer_state);
+  CHECK(sb.optimizer_steps == sa.optimizer_steps);
+  CHECK(sb.optimizer == "sgd");
+  CHECK(sb.state_buffers == 1);
   CHECK(sb.steps == 4);
   CHECK(sb.seed == 9);
   CHECK(sb.shapes == std::vector<std::vector<std::uint64_t>>{{16, 8}, {8}, {8, 4}, {4}});
@@ -98,7 +102,7 @@ TEST_CASE("a bad checkpoint is refused with the file and the fault named, and th
     write_bytes(bad, b);
     const auto message = error_of([&] { target.load(bad); });
     CHECK(target.state().parameters == before.parameters);
-    CHECK(target.state().velocity == before.velocity);
+    CHECK(target.state().optimizer_state == before.optimizer_state);
     return message;
   };
   const std::string name = "locus: checkpoint " + bad + ": ";
@@ -114,7 +118,7 @@ TEST_CASE("a bad checkpoint is refused with the file and the fault named, and th
   b = bytes;
   b[8] = 7;
   reseal(b);
-  CHECK(refused(b) == name + "version 7, this build reads version 1 (at byte offset 8)");
+  CHECK(refused(b) == name + "version 7, this build reads versions 1 to 2 (at byte offset 8)");
   b = bytes;
   b[100] ^= 0x40;  // one flipped bit in the parameters
   CHECK(refused(b) == name + "checksum mismatch: the file is damaged or truncated (at byte offset " +
@@ -142,6 +146,167 @@ TEST_CASE("a bad checkpoint is refused with the file and the fault named, and th
         "locus: checkpoint " + bad + ".missing: cannot open the file: No such file or directory");
   CHECK(error_of([&] { target.load(std::filesystem::temp_directory_path().string()); })
             .find("cannot read the file: it is a directory") != std::string::npos);
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("an adam checkpoint holds its moments and step counts, and a resumed fit equals the uninterrupted one",
+          "[train][checkpoint][optim]") {
+  const auto path = temp_path("adam");
+  std::remove(path.c_str());
+  auto data = synthetic(512, 2);
+  const auto run = [&]<class... Ds>(std::type_identity<data_parallel<sync_average, Ds...>>) {
+    using trainer = data_parallel<sync_average, Ds...>;
+    {
+      trainer first{mlp<float>({16, 12, 4}, 5), adam{1e-2f, 0.9f, 0.99f, 1e-7f, 1e-3f}};
+      auto o = with_checkpoints(path, 10);
+      o.max_steps = 20;
+      first.fit(data, o);
+      const auto saved = checkpoint::load(path);
+      CHECK(saved.optimizer == "adam");
+      CHECK(saved.state_buffers == 2);
+      CHECK(saved.optimizer_steps == std::vector<std::uint64_t>(sizeof...(Ds), 20));
+      REQUIRE(saved.optimizer_state.size() == sizeof...(Ds));
+      CHECK(saved.optimizer_state[0].size() == 2 * first.parameter_count());
+      CHECK(saved.optimizer_state[0] == first.state().optimizer_state[0]);
+      trainer copy{mlp<float>({16, 12, 4}, 5), adam{1e-2f, 0.9f, 0.99f, 1e-7f, 1e-3f}};
+      copy.load(path);
+      CHECK(copy.state().optimizer_state == first.state().optimizer_state);
+      CHECK(copy.state().optimizer_steps == first.state().optimizer_steps);
+      CHECK(copy.parameters() == first.parameters());
+    }
+    trainer resumed{mlp<float>({16, 12, 4}, 5), adam{1e-2f, 0.9f, 0.99f, 1e-7f, 1e-3f}};
+    const auto r = resumed.fit(data, with_checkpoints(path, 10));
+    CHECK(r.resumed_from == 20);
+    trainer straight{mlp<float>({16, 12, 4}, 5), adam{1e-2f, 0.9f, 0.99f, 1e-7f, 1e-3f}};
+    straight.fit(data, quiet(4, 64));
+    CHECK(resumed.parameters() == straight.parameters());  // exactly: the moments and t were restored
+    CHECK(resumed.state().optimizer_state == straight.state().optimizer_state);
+    CHECK(resumed.state().optimizer_steps == std::vector<std::uint64_t>(sizeof...(Ds), 32));
+    std::remove(path.c_str());
+  };
+  run(std::type_identity<data_parallel<sync_average, cpu>>{});
+#if LOCUS_HAS_GPUS
+  run(std::type_identity<data_parallel<sync_average, cpu, gpu<0>>>{});
+#endif
+}
+
+TEST_CASE("a checkpoint of another optimiser is refused with both named, and the trainer is untouched",
+          "[train][checkpoint][optim]") {
+  const auto path = temp_path("other-optimiser");
+  mlp<float> model({16, 8, 4}, 3);
+  auto data = synthetic(256, 1);
+  data_parallel<sync_average, cpu> a{model, adam{1e-2f}}, w{model, adamw{1e-2f}}, momentum{model, sgd{0.1f, 0.9f}},
+      plain{model, sgd{0.1f, 0.f}}, nesterov{model, sgd{0.1f, 0.9f, true}};
+  a.fit(data, quiet(1, 64));
+  w.fit(data, quiet(1, 64));
+  momentum.fit(data, quiet(1, 64));
+  const std::string name = "locus: checkpoint " + path + ": ";
+  const auto refused = [&](auto& from, auto& into) {
+    from.save(path);
+    const auto before = into.state();
+    const auto message = error_of([&] { into.load(path); });
+    CHECK(into.state().parameters == before.parameters);
+    CHECK(into.state().optimizer_state == before.optimizer_state);
+    CHECK(into.state().optimizer_steps == before.optimizer_steps);
+    return message;
+  };
+  CHECK(refused(a, momentum) == name + "written by adam (2 state buffers per parameter), this trainer's optimiser is "
+                                       "sgd (1 state buffer per parameter)");
+  CHECK(refused(a, w) == name + "written by adam (2 state buffers per parameter), this trainer's optimiser is adamw "
+                                "(2 state buffers per parameter)");
+  CHECK(refused(momentum, a) == name + "written by sgd (1 state buffer per parameter), this trainer's optimiser is "
+                                       "adam (2 state buffers per parameter)");
+  CHECK(refused(momentum, plain) == name + "written by sgd (1 state buffer per parameter), this trainer's optimiser "
+                                           "is sgd (0 state buffers per parameter)");
+  // Heavy ball and Nesterov keep the same state: one resumes the other's.
+  momentum.save(path);
+  nesterov.load(path);
+  CHECK(nesterov.state().optimizer_state == momentum.state().optimizer_state);
+#if LOCUS_HAS_GPUS
+  data_parallel<sync_average, cpu, gpu<0>> two{model, adam{1e-2f}};
+  CHECK(refused(two, a) == name + "optimiser state for 2 replicas, this trainer has 1");
+#endif
+  std::remove(path.c_str());
+}
+
+TEST_CASE("format 1 checkpoints (sgd's momentum) still load", "[train][checkpoint][optim]") {
+  const auto path = temp_path("format1");
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> old{model, sgd{0.1f, 0.9f}};
+  old.fit(synthetic(256, 1), quiet(1, 64));
+  const auto s = old.state();
+  // What the previous release wrote: the same header, then V momentum buffers, no name, no steps.
+  locus::train::detail::byte_writer w;
+  w.raw(checkpoint::magic, 8);
+  w.u32(1);
+  w.u32(checkpoint::float32);
+  w.u64(s.steps);
+  w.u64(s.seed);
+  w.u64(s.shapes.size());
+  for (const auto& shape : s.shapes) {
+    w.u32(std::uint32_t(shape.size()));
+    for (auto e : shape) w.u64(e);
+  }
+  w.u64(s.parameters.size());
+  w.floats(s.parameters);
+  w.u64(1);
+  w.floats(s.optimizer_state[0]);
+  w.u64(locus::train::detail::fnv1a(w.out.data(), w.out.size()));
+  write_bytes(path, w.out);
+  const auto c = checkpoint::load(path);
+  CHECK(c.format == 1);
+  CHECK(c.optimizer == "sgd");
+  CHECK(c.state_buffers == 1);
+  CHECK(c.optimizer_steps == std::vector<std::uint64_t>{0});
+  data_parallel<sync_average, cpu> heavy{model, sgd{0.1f, 0.9f}}, plain{model, sgd{0.1f, 0.f}}, a{model, adam{}};
+  heavy.load(path);
+  CHECK(heavy.parameters() == s.parameters);
+  CHECK(heavy.state().optimizer_state == s.optimizer_state);
+  CHECK(heavy.state().steps == s.steps);
+  plain.load(path);  // it saved a momentum buffer whatever the momentum; sgd without momentum drops it
+  CHECK(plain.parameters() == s.parameters);
+  CHECK(plain.state().optimizer_state == std::vector<std::vector<float>>{{}});
+  CHECK(error_of([&] { a.load(path); }) ==
+        "locus: checkpoint " + path +
+            ": written by sgd (1 state buffer per parameter), this trainer's optimiser is adam (2 state buffers per "
+            "parameter)");
+  // Saved again, it is format 2, and equal.
+  heavy.save(path);
+  CHECK(checkpoint::load(path).format == 2);
+  CHECK(checkpoint::load(path).optimizer_state == s.optimizer_state);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a damaged optimiser section is refused with the offset and the fault named", "[train][checkpoint][optim]") {
+  const auto good = temp_path("optim-good"), bad = temp_path("optim-bad");
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.1f, 0.9f}};
+  trainer.save(good);
+  const auto bytes = file_bytes(good);
+  const std::size_t n = trainer.parameter_count();
+  // From the end: checksum, one replica (steps + n floats), the replica count, S, "sgd", its length.
+  const std::size_t at_name = bytes.size() - 8 - (8 + 4 * n) - 8 - 8 - 3 - 4;
+  REQUIRE(std::string(bytes.begin() + std::ptrdiff_t(at_name + 4), bytes.begin() + std::ptrdiff_t(at_name + 7)) == "sgd");
+  const std::string name = "locus: checkpoint " + bad + ": ";
+  auto refused = [&](std::size_t at, std::uint8_t value) {
+    auto b = bytes;
+    b[at] = value;
+    reseal(b);
+    write_bytes(bad, b);
+    return error_of([&] { checkpoint::load(bad); });
+  };
+  CHECK(refused(at_name, 0) ==
+        name + "the optimiser's name has 0 bytes, not 1 to 32 (at byte offset " + std::to_string(at_name) + ")");
+  CHECK(refused(at_name + 3, 0x80).find("the optimiser's name has 2147483651 bytes") != std::string::npos);
+  CHECK(refused(at_name + 5, 'G') == name + "the optimiser's name holds a byte outside [a-z0-9_] (at byte offset " +
+                                         std::to_string(at_name + 5) + ")");
+  CHECK(refused(at_name + 7, 17) == name + "absurd state buffer count 17 per parameter (at byte offset " +
+                                        std::to_string(at_name + 7) + ")");
+  CHECK(refused(at_name + 7 + 8 + 4, 1) ==
+        name + "absurd replica count 4294967297 (at byte offset " + std::to_string(at_name + 15) + ")");
+  CHECK(refused(at_name + 7, 2) == name + "absurd replica count 1 (at byte offset " + std::to_string(at_name + 15) +
+                                       ")");  // 2 buffers do not fit in the bytes left
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }

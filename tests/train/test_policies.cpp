@@ -32,7 +32,7 @@ struct first_device_only {
            first += c.options.batch) {
         auto [x, y] = data::gather<typename Set::home_device>(c.data, order, first, c.options.batch);
         const double loss = r.loss_and_grad(x, y);
-        apply_step(s.optimizer(), c.lr(step), r.parameters(), r.gradients(), s.template velocity<0>().view());
+        s.template step<0>(c.lr(step), r.gradients());
         c.step_done(++step, epoch, loss);
       }
     }
@@ -135,7 +135,7 @@ TEST_CASE("local_sgd with period 1 follows sync_average's trajectory", "[train][
 #endif
   CHECK(rare.accuracy(data) > before + 0.1);
   // After fit every replica holds the average: the trained parameters are the same on each.
-  CHECK(rare.state().velocity.size() == local.state().velocity.size());
+  CHECK(rare.state().optimizer_state.size() == local.state().optimizer_state.size());
   CHECK_THROWS_WITH(
       (data_parallel<local_sgd, cpu>{model, sgd{}, local_sgd{.period = 0}}.fit(data, quiet(1, 64))),
       "locus: local_sgd: period must be at least 1");

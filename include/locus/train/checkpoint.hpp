@@ -3,12 +3,18 @@
 //
 //   offset  field (little-endian)
 //   0       "LOCUSCKP"                                  8 bytes
-//   8       u32 version (1)                             12  u32 element type (1: float32)
+//   8       u32 version (2)                             12  u32 element type (1: float32)
 //   16      u64 steps done                              24  u64 data-order seed
 //   32      u64 tensor count T, then for each tensor: u32 rank R, R x u64 extents
 //   ...     u64 parameter count N, then N floats        the parameters, in the model's order
-//   ...     u64 velocity buffer count V, then V x N floats    one momentum buffer per replica
+//   ...     u32 name length L (1 to 32), L bytes        the optimiser's name ([a-z0-9_]: "adamw")
+//   ...     u64 state buffers per parameter S (at most 16)
+//   ...     u64 replica count R, then for each replica: u64 its optimiser steps, S x N floats
 //   end-8   u64 FNV-1a 64 checksum of every byte before it
+//
+// Version 1 (read, never written) was sgd's: after the parameters, u64 velocity buffer count V,
+// then V x N floats (one momentum buffer per replica, zeros without momentum), no step counts. It
+// parses as optimiser "sgd" with S = 1 (0 when V = 0) and step counts 0, format = 1.
 //
 // save() writes a temporary beside `path` (unpredictable name, created exclusively, mode 0600),
 // flushes it to the disk (fsync) and renames it over `path`: a crash mid-write leaves the previous
@@ -41,7 +47,12 @@ public:
 
 struct checkpoint {
   static constexpr char magic[8] = {'L', 'O', 'C', 'U', 'S', 'C', 'K', 'P'};
-  static constexpr std::uint32_t version = 1;
+  static constexpr std::uint32_t version = 2;
+  /// The oldest version parse() reads.
+  static constexpr std::uint32_t oldest_version = 1;
+  /// Limits on the optimiser's name and state (guards against a damaged header).
+  static constexpr std::uint32_t max_name = 32;
+  static constexpr std::uint64_t max_state_buffers = 16;
   static constexpr std::uint32_t float32 = 1;
   /// The largest checkpoint parse() accepts (a guard against absurd sizes in a damaged header).
   static constexpr std::uint64_t max_elements = std::uint64_t{1} << 34;
@@ -50,7 +61,14 @@ struct checkpoint {
   std::uint64_t seed = 0;
   std::vector<std::vector<std::uint64_t>> shapes;  ///< each parameter tensor's extents
   std::vector<float> parameters;
-  std::vector<std::vector<float>> velocity;        ///< one buffer per replica (empty: no momentum state)
+  std::string optimizer = "sgd";                   ///< the optimiser's name (O::name)
+  std::uint64_t state_buffers = 0;                 ///< its state floats per parameter
+  std::vector<std::uint64_t> optimizer_steps;      ///< each replica's optimiser steps
+  /// Each replica's optimiser state: state_buffers x parameters.size() floats, buffer after buffer
+  /// (empty: none saved; the state starts at zero).
+  std::vector<std::vector<float>> optimizer_state;
+  /// The version it was read from (serialize() writes the current one).
+  std::uint32_t format = version;
 
   [[nodiscard]] std::vector<std::uint8_t> serialize() const;
   /// Throws checkpoint_error (naming `name`) on anything malformed; the result is fully checked.
@@ -115,6 +133,8 @@ public:
                            ")");
   }
   [[nodiscard]] std::size_t offset() const noexcept { return at_; }
+  /// Moves past n bytes the caller has checked with need().
+  void skip(std::size_t n) noexcept { at_ += n; }
   [[nodiscard]] std::size_t remaining() const noexcept { return n_ - at_; }
 
 private:
@@ -145,8 +165,14 @@ inline std::vector<std::uint8_t> checkpoint::serialize() const {
   }
   w.u64(parameters.size());
   w.floats(parameters);
-  w.u64(velocity.size());
-  for (const auto& v : velocity) w.floats(v);
+  w.u32(static_cast<std::uint32_t>(optimizer.size()));
+  w.raw(optimizer.data(), optimizer.size());
+  w.u64(state_buffers);
+  w.u64(optimizer_state.size());
+  for (std::size_t r = 0; r < optimizer_state.size(); ++r) {
+    w.u64(r < optimizer_steps.size() ? optimizer_steps[r] : 0);
+    w.floats(optimizer_state[r]);
+  }
   w.u64(detail::fnv1a(w.out.data(), w.out.size()));
   return std::move(w.out);
 }
@@ -159,8 +185,9 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
   // The checksum first: a damaged file is reported as such, whatever field the damage hit.
   if (size < sizeof magic + 8 + 8) r.fail_at(size, "truncated: shorter than the header and the checksum");
   const std::uint32_t v = r.u32("the version");
-  if (v != version)
-    r.fail_at(8, "version " + std::to_string(v) + ", this build reads version " + std::to_string(version));
+  if (v < oldest_version || v > version)
+    r.fail_at(8, "version " + std::to_string(v) + ", this build reads versions " + std::to_string(oldest_version) +
+                     " to " + std::to_string(version));
 #if !defined(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)  // a fuzzer gets past it to the fields
   std::uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= std::uint64_t{data[size - 8 + std::size_t(i)]} << (8 * i);
@@ -170,6 +197,7 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
   const std::uint32_t type = r.u32("the element type");
   if (type != float32) r.fail_at(12, "element type " + std::to_string(type) + ", only float32 (1) is supported");
   checkpoint c;
+  c.format = v;
   c.steps = r.u64("the step count");
   c.seed = r.u64("the seed");
   const std::size_t at_count = r.offset();
@@ -201,11 +229,45 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
                         std::to_string(total));
   if (n > r.remaining() / 4) r.fail_at(at_n, "truncated: " + std::to_string(n) + " parameters do not fit in the file");
   c.parameters = r.floats(n, "the parameters");
-  const std::size_t at_v = r.offset();
-  const std::uint64_t buffers = r.u64("the velocity buffer count");
-  if (n != 0 && buffers > r.remaining() / (4 * n)) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
-  if (n == 0 && buffers > 1024) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
-  for (std::uint64_t b = 0; b < buffers; ++b) c.velocity.push_back(r.floats(n, "a velocity buffer"));
+  if (v == 1) {
+    const std::size_t at_v = r.offset();
+    const std::uint64_t buffers = r.u64("the velocity buffer count");
+    if (n != 0 && buffers > r.remaining() / (4 * n)) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
+    if (n == 0 && buffers > 1024) r.fail_at(at_v, "absurd velocity buffer count " + std::to_string(buffers));
+    c.optimizer = "sgd";
+    c.state_buffers = buffers == 0 ? 0 : 1;
+    for (std::uint64_t b = 0; b < buffers; ++b) {
+      c.optimizer_state.push_back(r.floats(n, "a velocity buffer"));
+      c.optimizer_steps.push_back(0);
+    }
+  } else {
+    const std::size_t at_name = r.offset();
+    const std::uint32_t length = r.u32("the optimiser's name length");
+    if (length == 0 || length > max_name)
+      r.fail_at(at_name, "the optimiser's name has " + std::to_string(length) + " bytes, not 1 to " +
+                             std::to_string(max_name));
+    r.need(length, "the optimiser's name");
+    for (std::uint32_t i = 0; i < length; ++i) {
+      const char ch = static_cast<char>(data[r.offset() + i]);
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
+        r.fail_at(r.offset() + i, "the optimiser's name holds a byte outside [a-z0-9_]");
+    }
+    c.optimizer.assign(reinterpret_cast<const char*>(data + r.offset()), length);
+    r.skip(length);
+    const std::size_t at_s = r.offset();
+    c.state_buffers = r.u64("the state buffer count");
+    if (c.state_buffers > max_state_buffers)
+      r.fail_at(at_s, "absurd state buffer count " + std::to_string(c.state_buffers) + " per parameter");
+    const std::size_t at_r = r.offset();
+    const std::uint64_t replicas = r.u64("the replica count");
+    // Each replica: its step count and S x N floats (n <= 2^34, S <= 16: no overflow).
+    const std::uint64_t per_replica = 8 + 4 * c.state_buffers * n;
+    if (replicas > r.remaining() / per_replica) r.fail_at(at_r, "absurd replica count " + std::to_string(replicas));
+    for (std::uint64_t k = 0; k < replicas; ++k) {
+      c.optimizer_steps.push_back(r.u64("a replica's optimiser steps"));
+      c.optimizer_state.push_back(r.floats(c.state_buffers * n, "a replica's optimiser state"));
+    }
+  }
   if (r.remaining() != 8)
     r.fail("the checksum expected here, but " + std::to_string(r.remaining()) + " bytes remain");
   return c;

@@ -82,13 +82,18 @@ public:
   using home_device = typename set_type::home_device;
 
   /// One replica of `model` per device, all starting from the first device's initial parameters
-  /// (rank 0's across processes); `policy` carries the policy's options.
-  template <class M>
-  data_parallel(const M& model, sgd opt, Policy policy = {}) : policy_(std::move(policy)) {
+  /// (rank 0's across processes), trained by the optimiser `opt` (sgd, adam, adamw or any type
+  /// meeting train::optimizer, optimizer.hpp; validated here); `policy` carries the policy's options.
+  template <class M, class Opt = sgd>
+  data_parallel(const M& model, Opt opt, Policy policy = {}) : policy_(std::move(policy)) {
     static_assert((model_on<M, Ds> && ...),
                   "locus: data_parallel: the model does not meet the model interface on every device of the list "
                   "(see locus::train::model_on<M, D> in locus/train/model.hpp)");
-    if constexpr ((model_on<M, Ds> && ...)) {
+    static_assert(optimizer<Opt>,
+                  "locus: data_parallel: the optimiser does not meet locus::train::optimizer: it needs a static "
+                  "`name`, `lr`, validate(), state_buffers() and kernel(step_args, tensor_state) (see "
+                  "locus/train/optimizer.hpp; built in: sgd, adam, adamw)");
+    if constexpr ((model_on<M, Ds> && ...) && optimizer<Opt>) {
       if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
       set_.emplace(model, opt);
     }
@@ -130,22 +135,25 @@ public:
     return result;
   }
 
-  /// The trainer's state: the parameters, every replica's momentum, the steps done by the last fit
-  /// and its seed.
+  /// The trainer's state: the parameters, the optimiser's name and every replica's optimiser state
+  /// and step count, the steps done by the last fit and its seed.
   [[nodiscard]] checkpoint state() const {
     checkpoint c;
     c.steps = steps_done_;
     c.seed = seed_;
     c.shapes = set_->template replica<0>().shapes();
     c.parameters = set_->parameters();
-    c.velocity = set_->velocities_host();
+    c.optimizer = set_->optimizer().name;
+    c.state_buffers = set_->optimizer().state_buffers;
+    c.optimizer_steps = set_->optimizer_steps();
+    c.optimizer_state = set_->states_host();
     return c;
   }
   /// Writes state() to path (a temporary file, flushed, renamed over path).
   void save(const std::string& path) const { state().save(path); }
-  /// Reads a checkpoint written by save() for the same model on as many devices. Everything is
-  /// checked before anything changes: on any error (checkpoint_error naming the file and what is
-  /// wrong) the trainer is untouched.
+  /// Reads a checkpoint written by save() for the same model and optimiser on as many devices (or
+  /// an sgd checkpoint of format version 1). Everything is checked before anything changes: on any
+  /// error (checkpoint_error naming the file and what is wrong) the trainer is untouched.
   void load(const std::string& path) { restore(checkpoint::load(path), path); }
   void restore(const checkpoint& c, const std::string& name) {
     const auto& mine = set_->template replica<0>().shapes();
@@ -155,11 +163,29 @@ public:
     if (c.parameters.size() != parameter_count())
       throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.parameters.size()) +
                              " parameters for a model of " + std::to_string(parameter_count()));
-    if (!c.velocity.empty() && c.velocity.size() != device_count)
-      throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.velocity.size()) +
-                             " momentum buffers for " + std::to_string(device_count) + " replicas");
+    const auto& opt = set_->optimizer();
+    const auto buffers = [](std::uint64_t b) {
+      return std::to_string(b) + " state buffer" + (b == 1 ? "" : "s") + " per parameter";
+    };
+    // Format 1 was sgd's alone, its momentum saved whether or not it was 0: any sgd takes it (the
+    // state means the same with Nesterov), sgd without momentum drops it.
+    const bool legacy_sgd = c.format == 1 && opt.name == "sgd";
+    if (c.optimizer != opt.name || (c.state_buffers != opt.state_buffers && !legacy_sgd))
+      throw checkpoint_error("locus: checkpoint " + name + ": written by " + c.optimizer + " (" +
+                             buffers(c.state_buffers) + "), this trainer's optimiser is " + opt.name + " (" +
+                             buffers(opt.state_buffers) + ")");
+    if (!c.optimizer_state.empty() && c.optimizer_state.size() != device_count)
+      throw checkpoint_error("locus: checkpoint " + name + ": optimiser state for " +
+                             std::to_string(c.optimizer_state.size()) + " replicas, this trainer has " +
+                             std::to_string(device_count));
+    const bool drop = legacy_sgd && opt.state_buffers == 0;
+    for (const auto& s : c.optimizer_state)
+      if (!drop && s.size() != set_->state_size())
+        throw checkpoint_error("locus: checkpoint " + name + ": an optimiser state of " + std::to_string(s.size()) +
+                               " floats, this trainer's is " + std::to_string(set_->state_size()));
     set_->set_parameters(c.parameters);
-    set_->set_velocities(c.velocity);
+    set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
+                     drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
     steps_done_ = c.steps;
     seed_ = c.seed;
   }

@@ -2,9 +2,13 @@
 // hogwild: asynchronous lock-free updates of shared parameters (Hogwild!, Niu, Recht, Re and
 // Wright, 2011). The parameters live in a home copy in host memory; one worker per device, on its
 // own host thread, reads them (stale values allowed), computes the gradient of its own batches,
-// updates its own momentum on its device (the optimiser's momentum_update) and adds the step to
-// the home copy with relaxed std::atomic_ref operations: no lock, no barrier between workers, no
-// data race. Across the ranks of an MPI job (mpi<hogwild>) the home copy is rank 0's MPI window.
+// updates its own momentum on its device (sgd's momentum_update) and adds the step to the home
+// copy with relaxed std::atomic_ref operations: no lock, no barrier between workers, no data race.
+// Across the ranks of an MPI job (mpi<hogwild>) the home copy is rank 0's MPI window. Any other
+// optimiser (Nesterov, adam, adamw) runs its own step on the worker's replica, with the worker's
+// own state and step count, and the change it made to the parameters read is what the worker adds
+// to the home copy (scaled by the staleness weight: a scaled gradient would cancel out of Adam's
+// m / sqrt(v)).
 //
 //   data_parallel<hogwild, gpu<0>, gpu<1>> t{model, sgd{}, hogwild{.lookahead = false}};
 #include <locus/config.hpp>
@@ -73,8 +77,8 @@ struct basic_hogwild {
   /// V the sum of all workers' momenta, kept beside the home copy with the same lock-free updates
   /// (DANA-Zero: Hakimi, Barkai, Gabel and Schuster, "Taming momentum in a distributed asynchronous
   /// environment", 2019): where the others' momenta will have taken the parameters by the time this
-  /// gradient lands. One worker: Nesterov's point. Unset: on with momentum in process, off otherwise;
-  /// true needs momentum and in-process hogwild (config_error).
+  /// gradient lands. One worker: Nesterov's point. Unset: on with heavy-ball sgd momentum in process,
+  /// off otherwise; true needs sgd with (heavy-ball) momentum and in-process hogwild (config_error).
   std::optional<bool> lookahead = std::nullopt;
   /// Each worker's gradient enters its momentum scaled by 1 / (1 + tau), tau being the updates the
   /// other workers applied between its read of the parameters and its own update (staleness-aware
@@ -102,9 +106,14 @@ struct basic_hogwild {
     if (spans && writes == hogwild_writes::load_store)
       throw config_error("locus: fit: hogwild_writes::load_store is for in-process hogwild (mpi<hogwild> adds with "
                          "MPI_Accumulate)");
-    if (lookahead.value_or(false) && (spans || s.optimizer().momentum == 0.f))
+    const auto& opt = s.optimizer();
+    if (lookahead.value_or(false) && (spans || !opt.sgd_options || !opt.sgd_options->heavy_ball()))
       throw config_error(std::string("locus: fit: lookahead needs momentum and in-process hogwild (") +
-                         (spans ? "mpi<hogwild> has no shared momentum sum" : "the momentum is 0") + ")");
+                         (spans                  ? "mpi<hogwild> has no shared momentum sum"
+                          : !opt.sgd_options     ? "the optimiser is " + opt.name + ", not sgd"
+                          : opt.sgd_options->nesterov ? std::string("sgd's nesterov is a look-ahead of its own")
+                                                      : std::string("the momentum is 0")) +
+                         ")");
   }
 
   template <class Set>
@@ -121,7 +130,12 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
   auto& s = c.replicas;
   const auto& o = c.options;
   const std::size_t size = s.parameter_count();
-  const float mom = s.optimizer().momentum;
+  // Heavy-ball sgd keeps its momentum_update path (and its figures); plain sgd adds lr * g; any
+  // other optimiser steps the worker's replica and adds the change (`generic`).
+  const auto& opt = s.optimizer();
+  const bool heavy = opt.sgd_options && opt.sgd_options->heavy_ball();
+  const bool generic = !heavy && opt.state_buffers != 0;
+  const float mom = heavy ? opt.sgd_options->momentum : 0.f;
   const bool ahead = lookahead.value_or(!spans && mom != 0.f);
   const bool rmw = writes.value_or(spans ? hogwild_writes::atomic_add : hogwild_writes::load_store) ==
                    hogwild_writes::atomic_add;
@@ -155,7 +169,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
       // The cores are shared out among the workers whose kernels run on them.
       if constexpr (backend::runs_on_host<D>) backend::limit_host_threads(threads_per_worker);
       auto& grad = s.template buffer<i>();
-      auto& velocity = s.template velocity<i>();
+      auto& velocity = s.template state<i>();
       std::vector<float> staging(size), step_host, delta;
       std::vector<float> mine(ahead ? size : 0, 0.f);  // this worker's share of `momenta`
       // A worker that fails stops the others at their next step; run_parallel rethrows its error.
@@ -207,14 +221,25 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
           // The worker's own momentum, on its device; then lock-free updates of the home copy.
           const float weight =
               scale_by_staleness ? 1.f / float(1 + applied.load(std::memory_order_relaxed) - seen) : 1.f;
-          if (mom != 0.f) momentum_update(s.optimizer(), local.gradients(), velocity.view(), weight);
-          else local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size}));
-          const float rate = mom != 0.f ? lr : lr * weight;
-          const auto& direction = mom != 0.f ? velocity : grad;
-          const float* d = direction.data();
-          if constexpr (!std::is_same_v<D, cpu>) {
-            step_host = tensor_view<const float, D, 1>(direction.data(), shape{size}).to_vector();
+          // The home copy takes -(d * rate) per element.
+          const float* d = nullptr;
+          float rate = lr;
+          if (generic) {
+            s.template step<i>(lr, local.gradients());
+            step_host = to_host(local.parameters());
+            for (std::size_t e = 0; e < size; ++e) step_host[e] = (step_host[e] - staging[e]) * weight;
             d = step_host.data();
+            rate = -1.f;  // d is the change itself (a product by -1 is exact)
+          } else {
+            if (heavy) momentum_update(*opt.sgd_options, local.gradients(), velocity.view(), weight);
+            else local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size}));
+            rate = heavy ? lr : lr * weight;
+            const auto& direction = heavy ? velocity : grad;
+            d = direction.data();
+            if constexpr (!std::is_same_v<D, cpu>) {
+              step_host = tensor_view<const float, D, 1>(direction.data(), shape{size}).to_vector();
+              d = step_host.data();
+            }
           }
           const auto n = static_cast<std::ptrdiff_t>(size);
           if constexpr (spans) {

@@ -1,10 +1,12 @@
 #pragma once
 // local_sgd: periodic model averaging (local SGD; Stich, "Local SGD converges fast and communicates
 // little", ICLR 2019). Each replica takes `period` optimiser steps on its own shard of each batch,
-// with its own momentum, without communicating; then the parameters (and the momenta) of all
-// replicas are averaged over the communicator, one all-reduce each. period = 1 is sync_average's
-// trajectory (the step is linear in the gradient), up to rounding; a larger period trades
-// agreement between the replicas for period times less communication.
+// with its own optimiser state, without communicating; then the parameters (and the optimiser
+// states: sgd's momenta, Adam's moments) of all replicas are averaged over the communicator, one
+// all-reduce each. With sgd, period = 1 is sync_average's trajectory (the step is linear in the
+// gradient), up to rounding; a larger period trades agreement between the replicas for period
+// times less communication. The step counts are not averaged: every replica counts its own steps
+// (a replica that skipped a non-finite step has taken one fewer).
 //
 //   data_parallel<local_sgd, gpu<0>, gpu<1>> t{model, sgd{}, local_sgd{.period = 8}};
 //
@@ -36,7 +38,8 @@ struct basic_local_sgd {
 
   /// Local steps between two averages (H).
   std::size_t period = 4;
-  /// Average the momenta too (else each replica keeps its own).
+  /// Average every optimiser state buffer too, like the parameters (sgd's momentum, Adam's first
+  /// and second moments); else each replica keeps its own.
   bool average_momentum = true;
 
   template <class Set>
@@ -82,7 +85,7 @@ struct basic_local_sgd {
               skipped[i] = true;
               return;
             }
-            apply_step(s.optimizer(), lr, r.parameters(), r.gradients(), s.template velocity<i>().view());
+            s.template step<i>(lr, r.gradients());
           } catch (const std::exception& e) {
             if constexpr (!spans) throw;
             failures[i] = id_of<D>.full_name() + ": " + e.what();  // reaches every rank at the average
@@ -113,7 +116,7 @@ struct basic_local_sgd {
   }
 
 private:
-  /// Every replica := the mean of all replicas' parameters (and momenta). Across ranks a failure
+  /// Every replica := the mean of all replicas' parameters (and optimiser states). Across ranks a failure
   /// flag travels with the parameters: every rank throws the first failing rank's message.
   template <class Set, std::size_t K>
   void average(Set& s, std::array<std::string, K>& failures) const {
@@ -137,10 +140,10 @@ private:
       sum = sum * mean;
       unpack(sum, s.template replica<i>().parameters());
     });
-    if (average_momentum) {
-      s.comm().all_reduce_sum(s.velocities());
+    if (average_momentum && s.state_size() != 0) {
+      s.comm().all_reduce_sum(s.states());
       s.each([&](auto i) {
-        auto& v = s.template velocity<i>();
+        auto& v = s.template state<i>();
         v = v * mean;
       });
     }

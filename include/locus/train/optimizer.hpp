@@ -1,119 +1,93 @@
 #pragma once
-// The optimiser: SGD with (heavy-ball) momentum, its state (one momentum buffer per replica) and
-// the one step every policy applies, as fused kernels on the replica's device:
-//   sgd{lr, 0}          p -= lr * g                                  (one kernel per tensor)
-//   sgd{lr, momentum}   v = momentum * v + s * g;  p -= lr * v       (one kernel per tensor, two outputs)
-// where s scales the gradient (1, or hogwild's staleness weight). A policy that applies the step
-// elsewhere (hogwild's shared home copy) takes the momentum half alone: momentum_update.
-// Each product and sum is rounded on its own on every device, so replicas on a cpu and a GPU stay
-// bit-identical.
+// The optimiser concept, and the one include that brings every optimiser (locus/train/optim/):
+//   sgd{lr, momentum, nesterov}                          optim/sgd.hpp   (0 or 1 state buffer)
+//   adam{lr, beta1, beta2, eps, weight_decay}            optim/adam.hpp  (2: L2 weight decay)
+//   adamw{lr, beta1, beta2, eps, weight_decay = 0.01}    optim/adam.hpp  (2: decoupled decay)
+//
+// An optimiser is a copyable class that carries its options and provides
+//
+//   O::name                  a string, for checkpoints and messages ("adamw")
+//   o.lr                     the base learning rate (the schedule scales it, schedule.hpp)
+//   o.validate()             throws config_error naming the bad value (called before anything is made)
+//   o.state_buffers()        state floats kept per parameter (at most max_state_buffers): the
+//                            trainer keeps them per replica, flat, buffer after buffer, and saves them
+//                            in checkpoints
+//   o.kernel(args, tensor)   the step of one parameter tensor as one kernel: a trivially copyable
+//                            functor f, f(i) for each element i, callable on every device, reading
+//                            p[i], g[i] and the state once and writing p[i] and the state; args
+//                            (optim/kernel.hpp) carry the scheduled learning rate, the gradient's
+//                            scale and the replica's step count (Adam's bias correction)
+//
+// Kernels round each product and sum on its own (detail::mul_rn, add_rn, div_rn, sqrt_rn), so
+// that replicas on a cpu and on a GPU stay bit-identical. apply_step runs one optimiser step over
+// a replica's tensors; data_parallel takes any optimiser and keeps it behind replica_set.
 #include <locus/config.hpp>
+#include <locus/backend/parallel.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
-#include <locus/backend/parallel.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/train/layout.hpp>
+#include <locus/train/optim/adam.hpp>
+#include <locus/train/optim/kernel.hpp>
+#include <locus/train/optim/sgd.hpp>
 
-#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace locus::train {
 
-/// Stochastic gradient descent, with (heavy-ball) momentum unless momentum is 0.
-struct sgd {
-  float lr = 0.1f;
-  float momentum = 0.9f;
+/// K is an optimiser's kernel: trivially copyable (it travels to the device by value) and called
+/// once per element index.
+template <class K>
+concept step_kernel = std::is_trivially_copyable_v<K> && std::invocable<const K&, std::size_t>;
 
-  /// Throws config_error for a learning rate that is not positive and finite or a momentum outside [0, 1).
-  void validate() const {
-    if (!(std::isfinite(lr) && lr > 0.f))
-      throw config_error("locus: sgd: the learning rate must be positive and finite, not " + std::to_string(lr));
-    if (!(momentum >= 0.f && momentum < 1.f))
-      throw config_error("locus: sgd: momentum must be in [0, 1), not " + std::to_string(momentum));
-  }
-};
+/// O is an optimiser (see the list at the top).
+template <class O>
+concept optimizer = std::is_class_v<O> && std::copy_constructible<O> &&
+                    requires(const O& o, const step_args& a, const tensor_state& t) {
+                      { O::name } -> std::convertible_to<std::string_view>;
+                      { o.lr } -> std::convertible_to<float>;
+                      o.validate();
+                      { o.state_buffers() } -> std::convertible_to<std::size_t>;
+                      { o.kernel(a, t) } -> step_kernel;
+                    };
 
-namespace detail {
-// Products and sums rounded one at a time, on every device: nvcc would fuse v * m + g into one FMA
-// (one rounding) where the host rounds twice, and replicas of one sync_average trainer on a cpu and
-// a GPU would drift apart by an ulp a step (seen on an H200: a resumed mixed cpu + GPU run no longer
-// equalled the uninterrupted one). The host build must not contract either (no -ffp-contract=fast
-// with FMA instructions enabled).
-LOCUS_HOST_DEVICE inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-LOCUS_HOST_DEVICE inline float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-/// The momentum step of one element: reads p, v, g once, writes p and v.
-/// The momentum update of one element: v = momentum * v + scale * g (a product by 1 is exact).
-LOCUS_HOST_DEVICE inline float next_velocity(float v, float g, float momentum, float scale) {
-  return add_rn(mul_rn(v, momentum), mul_rn(g, scale));
-}
-struct momentum_step {
-  float* p;
-  float* v;
-  const float* g;
-  float lr, momentum, scale;
-  LOCUS_HOST_DEVICE void operator()(std::size_t i) const {
-    const float vi = next_velocity(v[i], g[i], momentum, scale);
-    v[i] = vi;
-    p[i] = add_rn(p[i], -mul_rn(vi, lr));
-  }
-};
-/// The momentum half alone (the step is applied elsewhere).
-struct velocity_step {
-  float* v;
-  const float* g;
-  float momentum, scale;
-  LOCUS_HOST_DEVICE void operator()(std::size_t i) const { v[i] = next_velocity(v[i], g[i], momentum, scale); }
-};
-/// The plain step: p -= lr * g, rounded the same way.
-struct sgd_step {
-  float* p;
-  const float* g;
-  float lr;
-  LOCUS_HOST_DEVICE void operator()(std::size_t i) const { p[i] = add_rn(p[i], -mul_rn(g[i], lr)); }
-};
-
-}  // namespace detail
-
-/// One step of `opt` at learning rate `lr` on the tensors `params` with their gradients `grads`
-/// (views, one per tensor, on device D; the gradients scaled by `scale`) and the flat momentum
-/// buffer `velocity` (unused without momentum).
-template <device D>
-void apply_step(const sgd& opt, float lr, const std::vector<tensor_view<float, D, 1>>& params,
-                const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& velocity,
+/// One step of `opt` (this replica's `step`-th, from 1) at the scheduled learning rate `lr` on the
+/// tensors `params` with their gradients `grads` (views on device D, the gradients scaled by
+/// `scale`) and the flat state `state` (opt.state_buffers() x the parameters, buffer after
+/// buffer): one kernel per tensor. Mismatched sizes throw shape_error before any tensor changes.
+template <optimizer O, device D>
+void apply_step(const O& opt, float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& params,
+                const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& state,
                 float scale = 1.f) {
-  const auto v = segments<float, D>(velocity.data(), params);
+  const std::string who = std::string("locus: ") + O::name + " step: ";
+  if (grads.size() != params.size())
+    throw shape_error(who + std::to_string(params.size()) + " parameter tensors and " + std::to_string(grads.size()) +
+                      " gradients");
+  for (std::size_t t = 0; t < params.size(); ++t)
+    if (grads[t].size() != params[t].size())
+      throw shape_error(who + "tensor " + std::to_string(t) + " has " + std::to_string(params[t].size()) +
+                        " elements and a gradient of " + std::to_string(grads[t].size()));
+  const std::size_t n = flat_size(params), buffers = opt.state_buffers();
+  if (buffers > max_state_buffers)
+    throw config_error(who + std::to_string(buffers) + " state buffers, at most " + std::to_string(max_state_buffers));
+  if (state.size() != buffers * n)
+    throw shape_error(who + "a state of " + std::to_string(state.size()) + " floats for " + std::to_string(buffers) +
+                      " buffer(s) of " + std::to_string(n) + " parameters");
+  if (step == 0) throw config_error(who + "the step count starts at 1");
+  const step_args args{lr, scale, step};
+  std::size_t offset = 0;
   for (std::size_t t = 0; t < params.size(); ++t) {
-    const auto& p = params[t];
-    const auto& g = grads[t];
-    if (opt.momentum == 0.f)
-      backend::for_each_index<D>(p.size(), detail::sgd_step{p.data(), g.data(), lr * scale});
-    else
-      backend::for_each_index<D>(p.size(),
-                                 detail::momentum_step{p.data(), v[t].data(), g.data(), lr, opt.momentum, scale});
+    tensor_state ts{params[t].data(), grads[t].data(), {}};
+    for (std::size_t b = 0; b < buffers; ++b) ts.state[b] = state.data() + b * n + offset;
+    backend::for_each_index<D>(params[t].size(), opt.kernel(args, ts));
+    offset += params[t].size();
   }
-}
-
-/// The momentum half of the step alone: velocity = momentum * velocity + scale * grads.
-template <device D>
-void momentum_update(const sgd& opt, const std::vector<tensor_view<const float, D, 1>>& grads,
-                     const tensor_view<float, D, 1>& velocity, float scale = 1.f) {
-  const auto v = segments<float, D>(velocity.data(), grads);
-  for (std::size_t t = 0; t < grads.size(); ++t)
-    backend::for_each_index<D>(grads[t].size(), detail::velocity_step{v[t].data(), grads[t].data(), opt.momentum, scale});
 }
 
 }  // namespace locus::train

@@ -14,7 +14,7 @@
 //   p.recipe(options)            fills the fit options the user left unset (warmup, schedule) with
 //                                the policy's own defaults
 //   Policy::checkpoints          true when fit can write and resume checkpoints under it (its
-//                                state between steps is the replicas' parameters and momenta)
+//                                state between steps is the replicas' parameters and optimiser states)
 //
 // An option that a policy does not have is a compile error: hogwild{.lookahead = true} compiles,
 // sync_average{.lookahead = true} does not. The built-in policies (sync_average.hpp, hogwild.hpp,

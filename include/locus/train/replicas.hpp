@@ -2,7 +2,8 @@
 // The replicas of one model on the devices Ds... of a process, with what a policy works on: each
 // replica's parameters and gradient (model.hpp), a flat buffer per replica (the gradient, or the
 // parameters, plus two slots: the loss and a failure flag travel with them through one all-reduce),
-// each replica's momentum, the optimiser, and the communicator group of the policy's kind.
+// each replica's optimiser state and step count, the optimiser (its type erased: data_parallel's
+// type names the policy and the devices only), and the communicator group of the policy's kind.
 // Policies see the trainer only through this class (and fit_context, policy.hpp).
 #include <locus/config.hpp>
 #include <locus/backend/parallel.hpp>
@@ -19,15 +20,41 @@
 #include <locus/train/optimizer.hpp>
 #include <locus/train/runner.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 namespace locus::train {
+
+/// What a policy may know of the trainer's optimiser, whatever its type.
+struct optimizer_info {
+  std::string name;                ///< O::name ("sgd", "adam", "adamw")
+  float lr = 0.f;                  ///< the base learning rate
+  std::size_t state_buffers = 0;   ///< state floats per parameter
+  std::optional<sgd> sgd_options;  ///< the options when it is sgd (hogwild's momentum path reads them)
+};
+
+namespace detail {
+/// An optimiser's step on one device, its type erased (one per replica).
+template <device D>
+using step_function = std::function<void(float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>&,
+                                         const std::vector<tensor_view<const float, D, 1>>&,
+                                         const tensor_view<float, D, 1>&, float scale)>;
+template <device D, optimizer O>
+step_function<D> step_function_of(const O& opt) {
+  return [opt](float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& p,
+               const std::vector<tensor_view<const float, D, 1>>& g, const tensor_view<float, D, 1>& s,
+               float scale) { apply_step(opt, lr, step, p, g, s, scale); };
+}
+}  // namespace detail
 
 template <class Kind, class... Ds>
 class replica_set {
@@ -48,14 +75,22 @@ public:
 
   /// One replica of `model` per device, all starting from the first device's initial parameters
   /// (rank 0's across processes).
-  template <class M>
-  replica_set(const M& model, const sgd& opt) : opt_(opt) {
-    opt_.validate();
+  template <class M, optimizer O>
+  replica_set(const M& model, const O& opt) {
+    opt.validate();
+    info_.name = O::name;
+    info_.lr = opt.lr;
+    info_.state_buffers = opt.state_buffers();
+    if constexpr (std::is_same_v<O, sgd>) info_.sgd_options = opt;
+    if (info_.state_buffers > max_state_buffers)
+      throw config_error("locus: " + info_.name + ": " + std::to_string(info_.state_buffers) +
+                         " state buffers per parameter, at most " + std::to_string(max_state_buffers));
+    steppers_ = std::tuple<detail::step_function<Ds>...>{detail::step_function_of<Ds>(opt)...};
     auto shared = std::make_shared<const M>(model);
     replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
     size_ = replica<0>().size();
     buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
-    velocity_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_}, 0.f)...};
+    state_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{state_size()}, 0.f)...};
     auto p = parameters();
     comm_.broadcast_host(p.data(), p.size());
     set_parameters(p);
@@ -63,7 +98,8 @@ public:
 
   [[nodiscard]] communicator_type& comm() noexcept { return comm_; }
   [[nodiscard]] const communicator_type& comm() const noexcept { return comm_; }
-  [[nodiscard]] const sgd& optimizer() const noexcept { return opt_; }
+  /// The optimiser's name, base rate, state size and (for sgd) options.
+  [[nodiscard]] const optimizer_info& optimizer() const noexcept { return info_; }
   /// The number of parameters, all tensors together.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return size_; }
   /// Replicas over all processes, and the global index of this process's first.
@@ -77,18 +113,34 @@ public:
   /// Replica I's flat buffer: parameter_count() + extra floats.
   template <std::size_t I>
   [[nodiscard]] tensor<float, device_at<I>, 1>& buffer() noexcept { return std::get<I>(buffers_); }
-  /// Replica I's momentum, flat.
+  /// Replica I's optimiser state, flat: state_buffers x parameter_count() floats, buffer after
+  /// buffer (sgd: the momentum; Adam: the first moments, then the second).
   template <std::size_t I>
-  [[nodiscard]] tensor<float, device_at<I>, 1>& velocity() noexcept { return std::get<I>(velocity_); }
+  [[nodiscard]] tensor<float, device_at<I>, 1>& state() noexcept { return std::get<I>(state_); }
   template <std::size_t I>
-  [[nodiscard]] const tensor<float, device_at<I>, 1>& velocity() const noexcept { return std::get<I>(velocity_); }
+  [[nodiscard]] const tensor<float, device_at<I>, 1>& state() const noexcept { return std::get<I>(state_); }
+  /// The floats of each replica's state.
+  [[nodiscard]] std::size_t state_size() const noexcept { return info_.state_buffers * size_; }
+  /// The optimiser steps replica I has taken.
+  template <std::size_t I>
+  [[nodiscard]] std::uint64_t optimizer_steps() const noexcept { return steps_[I]; }
+
+  /// One optimiser step of replica I: its parameters from `grads` (views on its device, shaped
+  /// like the parameters, scaled by `scale`) at the scheduled rate `lr`, with its state and step
+  /// count; one kernel per tensor. Call it from replica I's part of run() (or each()) only.
+  template <std::size_t I>
+  void step(float lr, const std::vector<tensor_view<const float, device_at<I>, 1>>& grads, float scale = 1.f) {
+    std::get<I>(steppers_)(lr, steps_[I] + 1, replica<I>().parameters(), grads, std::get<I>(state_).view(), scale);
+    ++steps_[I];  // after: a step that throws is not counted
+  }
 
   /// Every replica's flat buffer (whole, or the first `n` floats), for the communicator.
   [[nodiscard]] dist::buffers<Ds...> buffers(std::size_t n) {
     return std::apply([n](auto&... b) { return dist::buffers<Ds...>{view_of(b, n)...}; }, buffers_);
   }
-  [[nodiscard]] dist::buffers<Ds...> velocities() {
-    return std::apply([this](auto&... v) { return dist::buffers<Ds...>{view_of(v, size_)...}; }, velocity_);
+  /// Every replica's optimiser state, for the communicator (local_sgd averages it).
+  [[nodiscard]] dist::buffers<Ds...> states() {
+    return std::apply([this](auto&... v) { return dist::buffers<Ds...>{view_of(v, state_size())...}; }, state_);
   }
 
   /// Runs f(std::integral_constant<std::size_t, I>{}) for every replica I: on threads that stay
@@ -117,19 +169,26 @@ public:
   void set_parameters(const std::vector<float>& p) {
     each([&](auto i) { from_host(p, replica<i>().parameters()); });
   }
-  /// Every replica's momentum, on the host.
-  [[nodiscard]] std::vector<std::vector<float>> velocities_host() const {
+  /// Every replica's optimiser state, on the host.
+  [[nodiscard]] std::vector<std::vector<float>> states_host() const {
     std::vector<std::vector<float>> out;
     detail::for_each_index(std::index_sequence_for<Ds...>{},
-                           [&](auto i) { out.push_back(std::get<i>(velocity_).view().to_vector()); });
+                           [&](auto i) { out.push_back(std::get<i>(state_).view().to_vector()); });
     return out;
   }
-  /// Every replica's momentum from `v` (one per replica), or zero when `v` is empty.
-  void set_velocities(const std::vector<std::vector<float>>& v) {
+  /// Every replica's optimiser step count.
+  [[nodiscard]] std::vector<std::uint64_t> optimizer_steps() const { return {steps_.begin(), steps_.end()}; }
+  /// Every replica's state and step count from `states` and `steps` (one each per replica, each
+  /// state of state_size() floats), or zero when both are empty. The caller has checked the sizes.
+  void set_states(const std::vector<std::vector<float>>& states, const std::vector<std::uint64_t>& steps) {
     each([&](auto i) {
-      auto& mine = std::get<i>(velocity_);
-      if (v.empty()) mine = mine * 0.f;
-      else from_host(v[i], std::vector{mine.view()});
+      auto& mine = std::get<i>(state_);
+      if (states.empty()) {
+        if (state_size() != 0) mine = mine * 0.f;
+      } else if (state_size() != 0) {
+        from_host(states[i], std::vector{mine.view()});
+      }
+      steps_[i] = steps.empty() ? 0 : steps[i];
     });
   }
 
@@ -161,11 +220,13 @@ private:
   }
 
   communicator_type comm_;  // first: an MPI communicator is duplicated before anything uses it
-  sgd opt_;
+  optimizer_info info_;
+  std::tuple<detail::step_function<Ds>...> steppers_;
   std::size_t size_ = 0;
   std::tuple<std::unique_ptr<train::replica<Ds>>...> replicas_;
   std::tuple<tensor<float, Ds, 1>...> buffers_;
-  std::tuple<tensor<float, Ds, 1>...> velocity_;
+  std::tuple<tensor<float, Ds, 1>...> state_;
+  std::array<std::uint64_t, sizeof...(Ds)> steps_{};
   std::unique_ptr<detail::replica_threads> threads_;  // made on the first concurrent step
 };
 

@@ -10,6 +10,7 @@
 //   data_parallel<mpi<sync_average>, gpu<0>, gpu<1>>            across the ranks of an MPI job
 //   data_parallel<basic_sync_average<dist::in_process>, ...>    a communicator of your choice
 //   data_parallel<sync_average, cpu> t{model, sgd{}, sync_average{.accumulate = 4}};
+//   data_parallel<sync_average, gpu<0>, gpu<1>> t{model, adamw{1e-3f}};   any optimiser (optimizer.hpp)
 #include <locus/config.hpp>
 #include <locus/data/sampler.hpp>
 #include <locus/dist/nccl.hpp>
@@ -140,12 +141,10 @@ struct basic_sync_average {
         s.run([&](auto i) {
           using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
           const auto& r = s.template replica<i>();
-          const auto v = s.template velocity<i>().view();
           if (!packed)
-            apply_step(s.optimizer(), lr, r.parameters(), r.gradients(), v);
+            s.template step<i>(lr, r.gradients());
           else
-            apply_step(s.optimizer(), lr, r.parameters(),
-                       segments<const float, D>(s.template buffer<i>().data(), r.parameters()), v, mean);
+            s.template step<i>(lr, segments<const float, D>(s.template buffer<i>().data(), r.parameters()), mean);
         });
         ++step;
         c.step_done(step, epoch, loss);
