@@ -211,7 +211,7 @@ TEST_CASE("composed expressions keep the placement rules: implicit transfers cop
 }
 #endif
 
-TEMPLATE_LIST_TEST_CASE("integer reductions inside expressions keep numpy's types; a view destination read by a "
+TEMPLATE_LIST_TEST_CASE("integer reductions inside expressions keep numpy's types, and a view destination read by a "
                         "staged reduction", "[expr][compose]", locus_test::devices) {
   using D = TestType;
   tensor<std::int32_t, D> i{2147483647, 2147483647, -5};

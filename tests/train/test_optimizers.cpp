@@ -259,7 +259,7 @@ TEST_CASE("sync_average with adamw on two GPUs and on a cpu + GPU keeps every re
   CHECK(mixed.accuracy(data) > before + 0.1);
 }
 
-TEST_CASE("local_sgd with adam averages both moments; hogwild trains with adam", "[train][optim][policy]") {
+TEST_CASE("local_sgd with adam averages both moments, and hogwild trains with adam", "[train][optim][policy]") {
   mlp<float> model({16, 12, 4}, 5);
   auto data = synthetic(512, 2);
   data_parallel<local_sgd, cpu, gpu<0>> local{model, adam{1e-2f}, local_sgd{.period = 3}};
@@ -279,7 +279,7 @@ TEST_CASE("local_sgd with adam averages both moments; hogwild trains with adam",
 }
 #endif
 
-TEST_CASE("one hogwild worker with adam follows sync_average's steps; look-ahead stays sgd's", "[train][optim][hogwild]") {
+TEST_CASE("one hogwild worker with adam follows sync_average's steps, and look-ahead stays sgd's", "[train][optim][hogwild]") {
   mlp<float> model({16, 12, 4}, 5);
   auto data = synthetic(256, 3);
   data_parallel<sync_average, cpu> sync{model, adam{1e-2f}};
