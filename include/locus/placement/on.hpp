@@ -25,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -296,17 +297,21 @@ void assign(Dst& dst, E&& e) {
     P::diagnose();
   } else {
     backend::registry::instance().require(id_of<D>);
+    // An empty tensor takes the expression's shape: the value is written into a fresh tensor (named
+    // like dst) that replaces dst only once the evaluation succeeded, so an evaluation that throws
+    // (a functor, a shape error inside a product, a device failure) leaves dst empty, not resized
+    // over uninitialised elements.
+    std::optional<Dst> fresh;
     if constexpr (is_tensor<Dst>::value) {
       if (dst.size() == 0 && (!(n.shape() == dst.shape()) || n.shape().size() != 0)) {
-        std::string name = dst.name();
-        dst = Dst::uninitialized_of(n.shape());
-        dst.set_name(std::move(name));
+        fresh.emplace(Dst::uninitialized_of(n.shape()));
+        fresh->set_name(dst.name());
       }
     }
-    check_destination_shape(n, dst.shape());
     tensor_view<T, D, Dst::rank> out;
-    if constexpr (is_tensor<Dst>::value) out = dst.view();
+    if constexpr (is_tensor<Dst>::value) out = fresh ? fresh->view() : dst.view();
     else out = dst;
+    check_destination_shape(n, out.shape());
     if (out.size() != n.shape().size())  // a rank-0 view of an empty rank-0 tensor
       throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from "
                         "tensor): assign the tensor itself");
@@ -340,6 +345,8 @@ void assign(Dst& dst, E&& e) {
       copy_leaves_to<D> copy;
       write(n.rebind(copy));
     }
+    if constexpr (is_tensor<Dst>::value)
+      if (fresh) dst = std::move(*fresh);  // noexcept: dst is whole, old or new
   }
 }
 
