@@ -174,9 +174,15 @@ public:
       throw checkpoint_error("locus: checkpoint " + name + ": written by " + c.optimizer + " (" +
                              buffers(c.state_buffers) + "), this trainer's optimiser is " + opt.name + " (" +
                              buffers(opt.state_buffers) + ")");
+    // One state and one step count per replica (or none: they start at zero); set_states indexes
+    // both by replica.
     if (!c.optimizer_state.empty() && c.optimizer_state.size() != device_count)
       throw checkpoint_error("locus: checkpoint " + name + ": optimiser state for " +
                              std::to_string(c.optimizer_state.size()) + " replicas, this trainer has " +
+                             std::to_string(device_count));
+    if (!c.optimizer_steps.empty() && c.optimizer_steps.size() != device_count)
+      throw checkpoint_error("locus: checkpoint " + name + ": optimiser step counts for " +
+                             std::to_string(c.optimizer_steps.size()) + " replicas, this trainer has " +
                              std::to_string(device_count));
     const bool drop = legacy_sgd && opt.state_buffers == 0;
     for (const auto& s : c.optimizer_state)
