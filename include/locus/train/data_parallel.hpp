@@ -86,6 +86,11 @@ public:
   /// meeting train::optimizer, optimizer.hpp; validated here); `policy` carries the policy's options.
   template <class M, class Opt = sgd>
   data_parallel(const M& model, Opt opt, Policy policy = {}) : policy_(std::move(policy)) {
+    // The requirement M misses, each in a message of its own (evaluated here, first: the compiler
+    // may leave later instantiations alone once an error is reported); what params<D>::for_each
+    // hands its callable, which the concept cannot see, is checked there too (f(W1) instead of
+    // f(W1.view()) is one line).
+    [[maybe_unused]] constexpr bool meets_each_requirement = (detail::check_model<M, Ds>() && ...);
     static_assert((model_on<M, Ds> && ...),
                   "locus: data_parallel: the model does not meet the model interface on every device of the list "
                   "(see locus::train::model_on<M, D> in locus/train/model.hpp)");

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,66 @@ struct any_view_sink {
   template <class V>
   void operator()(const V&) const {}
 };
+
+template <class T>
+inline constexpr bool model_false = false;
+
+/// What for_each must hand its callable: a view of D's floats, tensor_view<float, D, R> from a
+/// mutable params<D> (the policies write through it), either constness from a const one.
+template <class V, class D, bool Const>
+inline constexpr bool is_parameter_view = false;
+template <class D, int R, bool Const>
+inline constexpr bool is_parameter_view<tensor_view<float, D, R>, D, Const> = true;
+template <class D, int R>
+inline constexpr bool is_parameter_view<tensor_view<const float, D, R>, D, true> = true;
+
+/// The one static_assert that says what for_each handed over instead of a parameter view (called
+/// where it did; a function template per type, so that the mutable and the const for_each, the
+/// trainer's check and the replica's use, all report it once).
+template <class Tag>
+void explain_tensor_not_view() {  // one specialization: one line, whatever the ranks and devices
+  static_assert(model_false<Tag>, "locus: params<D>::for_each must pass tensor views: f(W1.view()), not f(W1)");
+}
+template <class V, class D>
+void explain_not_a_parameter_view() {
+  if constexpr (locus::detail::is_tensor<V>::value) {
+    explain_tensor_not_view<void>();
+  } else if constexpr (!locus::detail::is_tensor_view<V>::value) {
+    static_assert(model_false<V>,
+                  "locus: params<D>::for_each must pass tensor views of the parameter tensors (f(W1.view())), not "
+                  "other values");
+  } else if constexpr (!std::is_same_v<typename V::value_type, float>) {
+    static_assert(model_false<V>, "locus: params<D>::for_each passes a view of non-float elements: parameters are "
+                                  "float tensors");
+  } else if constexpr (!std::is_same_v<typename V::device_type, D>) {
+    static_assert(model_false<V>, "locus: params<D>::for_each passes a view of a tensor on another device: params<D> "
+                                  "holds its tensors on D");
+  } else {
+    static_assert(model_false<V>, "locus: params<D>::for_each on a mutable params<D> must pass mutable views "
+                                  "(tensor_view<float, D, R>): f(W1.view()), not f(std::as_const(W1).view())");
+  }
+}
+template <class V, class D, bool Const>
+void explain_parameter_view() {
+  explain_not_a_parameter_view<V, D>();
+}
+
+/// The callable the checks hand to for_each: takes parameter views of D, explains anything else.
+template <class D, bool Const>
+struct parameter_view_sink {
+  template <class V>
+  void operator()(const V&) const {
+    if constexpr (!is_parameter_view<V, D, Const>) explain_parameter_view<V, D, Const>();
+  }
+};
+
+/// Runs the model's for_each (mutable and const) over the sinks above: instantiated, never called,
+/// so that what for_each passes is checked where the trainer is built.
+template <class P, class D>
+void probe_for_each(P& p) {
+  p.for_each(parameter_view_sink<D, false>{});
+  std::as_const(p).for_each(parameter_view_sink<D, true>{});
+}
 }  // namespace detail
 
 /// A model's parameters on one device: for_each visits every tensor, mutably or not.
@@ -47,17 +108,86 @@ concept parameter_set = requires(P& p, const P& cp, detail::any_view_sink f) {
   cp.for_each(f);
 };
 
-/// M can be trained on device D by the policies of data_parallel (see the list at the top).
+/// M can be trained on device D by the policies of data_parallel (see the list at the top). A
+/// concept sees declarations only: what for_each passes in its body is checked when data_parallel
+/// is built (detail::check_model, one `locus:` message per requirement).
 template <class M, class D>
 concept model_on =
     device<D> && std::same_as<typename M::value_type, float> && parameter_set<typename M::template params<D>> &&
     requires(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
              const tensor<std::int32_t, D>& y) {
       { m.template init<D>() } -> std::same_as<typename M::template params<D>>;
-      { m.loss_and_grad(p, x, y).loss.item() } -> std::convertible_to<double>;
-      { m.loss_and_grad(p, x, y).grad } -> std::convertible_to<const typename M::template params<D>&>;
+      requires std::same_as<std::remove_cvref_t<decltype(m.loss_and_grad(p, x, y).loss)>, tensor<float, D, 0>>;
+      requires std::same_as<std::remove_cvref_t<decltype(m.loss_and_grad(p, x, y).grad)>,
+                            typename M::template params<D>>;
       { m.predict(p, x) } -> std::same_as<tensor<std::int64_t, D>>;
     };
+
+namespace detail {
+/// One static_assert per requirement of model_on<M, D>, the first one M misses; then what for_each
+/// passes (probe_for_each). True when M meets them all.
+template <class M, class D>
+constexpr bool check_model() {
+  using X = tensor<float, D, 2>;
+  using Y = tensor<std::int32_t, D>;
+  if constexpr (!requires { typename M::value_type; }) {
+    static_assert(model_false<M>, "locus: model: M::value_type is missing; it must be float");
+    return false;
+  } else if constexpr (!std::same_as<typename M::value_type, float>) {
+    static_assert(model_false<M>, "locus: model: M::value_type must be float (the policies train float models)");
+    return false;
+  } else if constexpr (!requires { typename M::template params<D>; }) {
+    static_assert(model_false<M>, "locus: model: M::params<D> is missing: the parameters on device D, a member "
+                                  "template `template <locus::device D> struct params`");
+    return false;
+  } else {
+    using P = typename M::template params<D>;
+    if constexpr (!parameter_set<P>) {
+      static_assert(model_false<M>, "locus: model: params<D> needs for_each(f), callable on a mutable and on a const "
+                                    "params<D>, calling f(view) for every parameter tensor");
+      return false;
+    } else if constexpr (!requires(const M& m) { m.template init<D>(); }) {
+      static_assert(model_false<M>, "locus: model: m.init<D>() is missing (a const member template returning "
+                                    "params<D>)");
+      return false;
+    } else if constexpr (!std::same_as<decltype(std::declval<const M&>().template init<D>()), P>) {
+      static_assert(model_false<M>, "locus: model: m.init<D>() must return params<D> (by value)");
+      return false;
+    } else if constexpr (!requires(const M& m, const P& p, const X& x, const Y& y) { m.loss_and_grad(p, x, y); }) {
+      static_assert(model_false<M>, "locus: model: m.loss_and_grad(p, x, y) must be callable (const) with a const "
+                                    "params<D>&, x a tensor<float, D, 2> and y a tensor<std::int32_t, D>");
+      return false;
+    } else {
+      using S = decltype(std::declval<const M&>().loss_and_grad(std::declval<const P&>(), std::declval<const X&>(),
+                                                                std::declval<const Y&>()));
+      if constexpr (!requires(S s) { s.loss; } ||
+                    !std::same_as<std::remove_cvref_t<decltype(std::declval<S>().loss)>, tensor<float, D, 0>>) {
+        static_assert(model_false<M>, "locus: model: loss_and_grad(p, x, y).loss must be a tensor<float, D, 0> (rank "
+                                      "0: the batch's mean loss)");
+        return false;
+      } else if constexpr (!requires(S s) { s.grad; } ||
+                           !std::same_as<std::remove_cvref_t<decltype(std::declval<S>().grad)>, P>) {
+        static_assert(model_false<M>, "locus: model: loss_and_grad(p, x, y).grad must be a params<D> (the gradient, "
+                                      "the same type as the parameters)");
+        return false;
+      } else if constexpr (!requires(const M& m, const P& p, const X& x) { m.predict(p, x); }) {
+        static_assert(model_false<M>, "locus: model: m.predict(p, x) must be callable (const) with a const "
+                                      "params<D>& and x a tensor<float, D, 2>");
+        return false;
+      } else if constexpr (!std::same_as<decltype(std::declval<const M&>().predict(std::declval<const P&>(),
+                                                                                    std::declval<const X&>())),
+                                         tensor<std::int64_t, D>>) {
+        static_assert(model_false<M>, "locus: model: m.predict(p, x) must return tensor<std::int64_t, D> (the class "
+                                      "of each row)");
+        return false;
+      } else {
+        (void)&probe_for_each<P, D>;  // instantiates for_each: its callable's checks speak
+        return model_on<M, D>;
+      }
+    }
+  }
+}
+}  // namespace detail
 
 /// A model's parameters on device D, seen by the policies: rank-1 views of every parameter tensor
 /// (stable for the replica's lifetime), and the loss-and-gradient step, whose gradient tensors are
@@ -102,12 +232,16 @@ template <class M, device D>
 class replica_of final : public replica<D> {
 public:
   explicit replica_of(std::shared_ptr<const M> model) : model_(std::move(model)), p_(model_->template init<D>()) {
-    p_.for_each([&](const auto& v) {
-      this->views_.emplace_back(v.data(), shape{v.size()});
-      std::vector<std::uint64_t> extents;
-      for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
-      this->shapes_.push_back(std::move(extents));
-      this->size_ += v.size();
+    p_.for_each([&]<class V>(const V& v) {
+      if constexpr (!detail::is_parameter_view<V, D, false>) {
+        detail::explain_parameter_view<V, D, false>();  // the one message, not errors deep in here
+      } else {
+        this->views_.emplace_back(v.data(), shape{v.size()});
+        std::vector<std::uint64_t> extents;
+        for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
+        this->shapes_.push_back(std::move(extents));
+        this->size_ += v.size();
+      }
     });
   }
 
@@ -117,13 +251,18 @@ public:
     const double loss = double(s.loss.item());
     grad_.emplace(std::move(s.grad));
     std::vector<tensor_view<const float, D, 1>> views;
-    std::as_const(*grad_).for_each([&](const auto& g) {
-      const std::size_t index = views.size();
-      if (index >= this->views_.size() || g.size() != this->views_[index].size())
-        throw shape_error("locus: the model's gradient tensor " + std::to_string(index) + " has " +
-                          std::to_string(g.size()) + " elements; its parameter has " +
-                          (index < this->views_.size() ? std::to_string(this->views_[index].size()) : std::string("none")));
-      views.emplace_back(g.data(), shape{g.size()});
+    std::as_const(*grad_).for_each([&]<class G>(const G& g) {
+      if constexpr (!detail::is_parameter_view<G, D, true>) {
+        detail::explain_parameter_view<G, D, true>();  // the one message, not errors deep in here
+      } else {
+        const std::size_t index = views.size();
+        if (index >= this->views_.size() || g.size() != this->views_[index].size())
+          throw shape_error("locus: the model's gradient tensor " + std::to_string(index) + " has " +
+                            std::to_string(g.size()) + " elements; its parameter has " +
+                            (index < this->views_.size() ? std::to_string(this->views_[index].size())
+                                                         : std::string("none")));
+        views.emplace_back(g.data(), shape{g.size()});
+      }
     });
     if (views.size() != this->views_.size())
       throw shape_error("locus: the model's gradient has " + std::to_string(views.size()) + " tensors for " +
