@@ -41,7 +41,7 @@ inline constexpr bool is_tuple_v<std::tuple<Xs...>> = true;
 template <class P>
 auto make_parameters(const P& p) {
   if constexpr (is_tuple_v<P>) {
-    return std::apply([](const auto&... x) { return std::tuple{make_parameters(x)...}; }, p);
+    return std::apply([](const auto&... x) { return std::make_tuple(make_parameters(x)...); }, p);
   } else {
     static_assert(locus::detail::is_tensor<P>::value || locus::detail::is_tensor_view<P>::value,
                   "locus: ad::grad: the parameters are a tensor, a tensor view, or a std::tuple of them "
@@ -51,7 +51,7 @@ auto make_parameters(const P& p) {
 }
 template <class V>
 auto take_gradients(V& v) {
-  if constexpr (is_tuple_v<V>) return std::apply([](auto&... x) { return std::tuple{take_gradients(x)...}; }, v);
+  if constexpr (is_tuple_v<V>) return std::apply([](auto&... x) { return std::make_tuple(take_gradients(x)...); }, v);
   else return v.take_grad();
 }
 }  // namespace detail
