@@ -230,6 +230,22 @@ struct device_of<expr::type_list<D0, Ds...>> {
 template <class N>
 using device_of_t = typename device_of<typename N::devices>::type;
 
+/// The contribution c (of the expression's shape) to an operand of rank RV spread as k over it.
+template <device D, class T, int RV, class C>
+tensor<T, D, RV> reduce_to(const C& c, spread k) {
+  if constexpr (RV == C::rank) {
+    return on<D>(c);
+  } else if constexpr (RV == 0) {
+    return on<D>(expr::sum(c));
+  } else if constexpr (RV == 1 && C::rank == 2) {
+    if (k == spread::row) return on<D>(expr::sum<0>(c));
+    return on<D>(expr::sum<1>(c));
+  } else {
+    static_assert(RV == C::rank, "locus: ad: internal: an operand of an unexpected rank");
+    return {};
+  }
+}
+
 /// Passes the gradient g of expression n (g: a node broadcastable to n's shape) to every var n
 /// reads: one fused kernel per (var, spread), a reduction over the broadcast axis where it was
 /// spread as a row, column or scalar.
@@ -240,6 +256,7 @@ void push_gradients(const N& n, const G& g) {
     using V = std::remove_cvref_t<decltype(v)>;
     using T = typename V::value_type;
     constexpr int RV = V::rank;
+    static_assert(RV == N::rank || RV == 0 || (RV == 1 && N::rank == 2), "locus: ad: internal: an operand's rank");
     const step_base* target = v.step_ptr();
     if (!target->requires_grad) return;
     for (const auto& [p, kind] : done)
@@ -247,16 +264,7 @@ void push_gradients(const N& n, const G& g) {
     done.emplace_back(target, k);
     auto t = tangent(n, seed_of{target, k}, spread::same);
     auto contribution = expr::node<times_derivative, G, decltype(t)>(times_derivative{}, g, std::move(t));
-    tensor<T, D, RV> c;
-    if constexpr (RV == N::rank) {
-      c = on<D>(contribution);
-    } else if constexpr (RV == 0) {
-      c = on<D>(expr::sum(contribution));
-    } else {
-      static_assert(RV == 1 && N::rank == 2, "locus: ad: internal: an operand of an unexpected rank");
-      if (k == spread::row) c = on<D>(expr::sum<0>(contribution));
-      else c = on<D>(expr::sum<1>(contribution));
-    }
+    auto c = reduce_to<D, T, RV>(contribution, k);
     v.step()->accumulate(std::move(c));
   };
   for_each_var(n, one, spread::same);
