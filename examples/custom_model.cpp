@@ -2,7 +2,8 @@
 // it on two GPUs (emulated where there are none) with both policies, synchronous averaging and
 // Hogwild, on Fashion-MNIST.
 //
-//   custom_model [--max-steps N] [--expect-accuracy A]
+//   custom_model [--epochs E] [--max-steps N] [--policy sync|hogwild|both] [--expect-accuracy A]
+//                [--layers]   (--layers: the README's train::sequential 784-128-64-10 instead)
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
 #include <locus/train/layers.hpp>
@@ -17,13 +18,23 @@ using namespace locus;
 namespace nn = locus::train::nn;
 
 int main(int argc, char** argv) try {
-  std::size_t max_steps = 0;
+  std::size_t max_steps = 0, epochs = 1;
   double expect = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string policy = "both";
+  bool layers = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
-    if (flag == "--max-steps") max_steps = std::stoul(argv[i + 1]);
-    else if (flag == "--expect-accuracy") expect = std::stod(argv[i + 1]);
-    else throw std::invalid_argument("unknown option " + std::string(flag));
+    if (flag == "--layers") {
+      layers = true;
+      continue;
+    }
+    if (i + 1 >= argc) throw std::invalid_argument("option " + std::string(flag) + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--max-steps") max_steps = std::stoul(value);
+    else if (flag == "--epochs") epochs = std::stoul(value);
+    else if (flag == "--expect-accuracy") expect = std::stod(value);
+    else if (flag == "--policy" && (value == "sync" || value == "hogwild" || value == "both")) policy = value;
+    else throw std::invalid_argument("unknown option " + std::string(flag) + " " + value);
   }
 
   // ---- the model: its parameters' initial values and its forward pass; no gradients ----
@@ -49,30 +60,32 @@ int main(int argc, char** argv) try {
   using D1 = cpu;
 #endif
   train::fit_options options;
+  options.epochs = epochs;
   options.max_steps = max_steps;
   options.log_every = 0;
   options.bar = train::progress_bar::off;
   int status = 0;
-  auto report = [&](const char* policy, auto& trainer) {
+  auto train_with = [&]<class Policy>(const char* name, const auto& m) {
+#if LOCUS_HAS_GPUS
+    train::data_parallel<Policy, D0, D1> trainer{m, train::sgd{}};
+#else
+    train::data_parallel<Policy, D0> trainer{m, train::sgd{}};
+#endif
     const auto r = trainer.fit(train_set, options);
     const double accuracy = trainer.accuracy(test_set);
-    std::printf("%s on %s and %s: %zu steps, test accuracy %.4f\n", policy, id_of<D0>.full_name().c_str(),
-                id_of<D1>.full_name().c_str(), r.steps, accuracy);
+    std::printf("%s on %s and %s: %zu parameters, %zu steps, test accuracy %.4f\n", name, id_of<D0>.full_name().c_str(),
+                id_of<D1>.full_name().c_str(), trainer.parameter_count(), r.steps, accuracy);
     if (accuracy < expect) {
-      std::printf("FAILED: %s: accuracy %.4f below %.4f\n", policy, accuracy, expect);
+      std::printf("FAILED: %s: accuracy %.4f below %.4f\n", name, accuracy, expect);
       status = 1;
     }
   };
-#if LOCUS_HAS_GPUS
-  train::data_parallel<train::sync_average, D0, D1> sync{model, train::sgd{}};
-  train::data_parallel<train::hogwild, D0, D1> async{model, train::sgd{}};
-#else
-  train::data_parallel<train::sync_average, D0> sync{model, train::sgd{}};
-  train::data_parallel<train::hogwild, D0> async{model, train::sgd{}};
-#endif
-  std::printf("a user's model: %zu parameters\n", sync.parameter_count());
-  report("sync_average", sync);
-  report("hogwild", async);
+  auto run = [&](const auto& m) {
+    if (policy != "hogwild") train_with.template operator()<train::sync_average>("sync_average", m);
+    if (policy != "sync") train_with.template operator()<train::hogwild>("hogwild", m);
+  };
+  if (layers) run(train::sequential{nn::dense(784, 128), nn::relu, nn::dense(128, 64), nn::relu, nn::dense(64, 10)});
+  else run(model);
   return status;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "custom_model: %s\n", e.what());
