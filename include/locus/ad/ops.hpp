@@ -157,7 +157,7 @@ template <class A, class B>
   s->inputs = {va.shared_step(), vb.shared_step()};
   s->requires_grad = va.requires_grad() || vb.requires_grad();
   if (s->requires_grad) {
-    s->back = [va, ta = ta, vb, tb = tb](detail::step<T, D, 2>& self) {
+    s->back = [va = va, ta = ta, vb = vb, tb = tb](detail::step<T, D, 2>& self) {
       const tensor_view<const T, D, 2> g = std::as_const(self.grad).view();
       // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g; a transposed operand's gradient
       // is the transpose of that, written directly by swapping the product's operands.
