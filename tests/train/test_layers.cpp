@@ -149,7 +149,8 @@ TEST_CASE("sequential refuses layers that do not chain and batches of the wrong 
   CHECK_THROWS_AS(nn::dense(0, 3), shape_error);
   sequential model{nn::dense(16, 4)};
   const auto p = model.init<cpu>();
-  auto [x, y] = batch_on<cpu>(8, 1);
+  const auto batch = batch_on<cpu>(8, 1);
+  const auto& y = batch.second;
   tensor<float, cpu, 2> narrow(shape{8, 15}, 0.f);
   CHECK(locus_test::error_of([&] { (void)model.loss_and_grad(p, narrow, y); }) ==
         "locus: sequential: a batch of 15 features for 16 inputs");
