@@ -1,6 +1,8 @@
 // Training throughput on the host, side by side in one run: one epoch of the 784-256-10 MLP on
 // Fashion-MNIST (batch 256, SGD with momentum) with locus on 1, 2 and 4 devices (the cpu, then
-// emulated GPUs sharing its cores), against
+// emulated GPUs sharing its cores). The MLP's gradients come from locus::ad (train::mlp, and the
+// same network as train::sequential), compared with the hand-written backward pass
+// (train::handwritten_mlp) and against
 //   - the floor: the same epoch's five matrix products per step alone, as direct cblas_sgemm calls;
 //   - the numpy reference ../shared/reference/mlp_numpy.py (same recipe), when python3 and numpy
 //     are there (its own timer, printed to 0.1 s);
@@ -9,6 +11,7 @@
 // Each figure is the median of `reps` epochs (default 5; the first argument changes it).
 #include <locus/locus.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/layers.hpp>
 #include <locus/train/mlp.hpp>
 #include <locus/train/softmax_regression.hpp>
 
@@ -36,11 +39,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-template <class Policy, class... Ds>
-double epoch_seconds(const data::labelled_images& train, int reps, float lr, Policy policy = {}) {
+template <class Policy, class... Ds, class Model = mlp<float>>
+double epoch_seconds(const data::labelled_images& train, int reps, float lr, Policy policy = {},
+                     const Model& model = mlp<float>({784, 256, 10}, 1)) {
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
-    mlp<float> model({784, 256, 10}, 1);
     data_parallel<Policy, Ds...> trainer{model, sgd{lr, 0.9f}, policy};
     fit_options o;
     o.epochs = 1;
@@ -133,11 +136,22 @@ int main(int argc, char** argv) {
   std::printf("one epoch: %zu steps of 256, median of %d epochs, %d host cores\n", steps, reps, backend::host_cores());
 
   const double locus1 = epoch_seconds<sync_average, cpu>(train, reps, 0.1f);
-  locus_bench::header("locus (sync_average, 1 device) against the baselines",
+  const double by_hand = epoch_seconds<sync_average, cpu>(train, reps, 0.1f, {}, handwritten_mlp<float>({784, 256, 10}, 1));
+  namespace nn = locus::train::nn;
+  const double layered = epoch_seconds<sync_average, cpu>(train, reps, 0.1f, {},
+                                                          sequential{nn::dense(784, 256), nn::relu, nn::dense(256, 10)});
+  locus_bench::header("gradients from locus::ad against the hand-written backward pass (sync_average, the cpu)",
+                      {"model", "epoch s", "examples/sec", "/ hand-written", "target"});
+  std::printf("| handwritten_mlp (backward pass by hand) | %.3f | %.0f | 1.00 | |\n", by_hand, n / by_hand);
+  std::printf("| mlp (forward only, locus::ad) | %.3f | %.0f | %.3f | <= 1.05 |\n", locus1, n / locus1, locus1 / by_hand);
+  std::printf("| sequential{dense, relu, dense} (locus::ad) | %.3f | %.0f | %.3f | <= 1.05 |\n", layered, n / layered,
+              layered / by_hand);
+
+  locus_bench::header("locus (mlp on locus::ad, sync_average, 1 device) against the baselines",
                       {"baseline", "baseline s", "locus s", "locus examples/sec", "locus / baseline time", "target"});
 #if LOCUS_HAS_CBLAS
   const double floor = blas_floor_seconds(steps, reps);
-  std::printf("| matrix products alone (cblas_sgemm) | %.3f | %.3f | %.0f | %.2f | <= 1.25 |\n", floor, locus1, n / locus1,
+  std::printf("| matrix products alone (cblas_sgemm) | %.3f | %.3f | %.0f | %.2f | <= 1.15 |\n", floor, locus1, n / locus1,
               locus1 / floor);
 #endif
   const double np = numpy_seconds(reps);

@@ -76,6 +76,15 @@ inline constexpr bool has_staged_v = [] {
   else return false;
 }();
 
+/// True when node N reads a differentiable variable (locus::ad::var) anywhere in its tree: such a
+/// tree is differentiated by locus::ad (ad/var.hpp), and products and sums of it are ad's. Nodes that
+/// hold children say so with `static constexpr bool has_var`; a variable says true.
+template <class N>
+inline constexpr bool has_var_v = [] {
+  if constexpr (requires { N::has_var; }) return bool(N::has_var);
+  else return false;
+}();
+
 // ---------------------------------------------------------------------------------------------
 // Kernels: what runs on the device. Trivially copyable, no names, no ownership.
 //
@@ -292,6 +301,7 @@ struct column {
   static constexpr int rank = 2;
   static constexpr bool is_column = true;
   static constexpr bool has_staged = has_staged_v<C>;
+  static constexpr bool has_var = has_var_v<C>;
   using devices = typename C::devices;
   using operations = typename C::operations;
 
@@ -324,6 +334,7 @@ struct staged {
   using value_type = typename S::value_type;
   static constexpr int rank = S::rank;
   static constexpr bool has_staged = true;
+  static constexpr bool has_var = has_var_v<S>;
   using devices = typename S::devices;
   using operations = typename S::operations;
 
@@ -381,6 +392,7 @@ struct node {
   using devices = merge_t<typename Cs::devices...>;
   using operations = merge_t<type_list<operation<Op, operand_type>>, typename Cs::operations...>;
   static constexpr bool has_staged = (has_staged_v<Cs> || ...);
+  static constexpr bool has_var = (has_var_v<Cs> || ...);
 
   Op op;
   std::tuple<Cs...> children;

@@ -58,6 +58,7 @@ constexpr bool is_memory_leaf = requires { typename X::device_type; } && !requir
 
 /// transpose(x) for matmul: a rank-2 tensor, view or expression (an expression is staged first).
 template <operand X>
+  requires(!has_var_v<node_t<X>>)  // a variable's transpose is locus::ad's
 [[nodiscard]] auto transpose(X&& x) {
   using N = node_t<X>;
   static_assert(N::rank == 2, "locus: transpose(x) takes a rank-2 operand");
@@ -78,6 +79,7 @@ struct matmul_expr {
   using devices = merge_t<typename LA::devices, typename LB::devices>;
   using operations = merge_t<type_list<operation<ops::matmul, value_type>>, typename LA::operations, typename LB::operations>;
   static constexpr bool has_staged = has_staged_v<LA> || has_staged_v<LB>;
+  static constexpr bool has_var = has_var_v<LA> || has_var_v<LB>;
 
   LA a;
   LB b;
@@ -148,7 +150,9 @@ auto matmul_operand_of(X&& x) {
   }
 }
 
+/// A product of differentiable variables is locus::ad's (found by argument-dependent lookup).
 template <class A, class B>
+  requires(!has_var_v<std::remove_cvref_t<A>> && !has_var_v<std::remove_cvref_t<B>>)
 [[nodiscard]] auto matmul(A&& a, B&& b) {
   using NA = decltype(matmul_operand_of(std::forward<A>(a)));
   using NB = decltype(matmul_operand_of(std::forward<B>(b)));

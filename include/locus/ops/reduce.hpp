@@ -195,6 +195,7 @@ struct reduction {
   using devices = typename N::devices;
   using operations = merge_t<type_list<operation<Family, element_type>>, typename N::operations>;
   static constexpr bool has_staged = has_staged_v<N>;
+  static constexpr bool has_var = has_var_v<N>;
 
   N child;
 
@@ -229,23 +230,31 @@ struct reduction {
   }
 };
 
-#define LOCUS_DETAIL_REDUCTION(NAME, FAMILY)                                       \
+// sum and mean of an expression that reads a differentiable variable are locus::ad's (found by
+// argument-dependent lookup); max, min and norm of one have no derivative here; argmax and count_if
+// read its values (their results are integers).
+#define LOCUS_DETAIL_REDUCTION(NAME, FAMILY, VARS)                                 \
   template <int Axis = all_axes, operand E>                                        \
+    requires(VARS != 0 || !has_var_v<node_t<E>>)                                   \
   [[nodiscard]] auto NAME(E&& e) {                                                 \
+    static_assert(VARS != 1 || !has_var_v<node_t<E>>,                              \
+                  "locus: ad: " #NAME " of an expression of variables has no derivative; reduce " \
+                  "ad::detach(x) (its value, a constant) instead");                \
     return reduction<FAMILY, Axis, node_t<E>>{as_node(std::forward<E>(e))};        \
   }
-LOCUS_DETAIL_REDUCTION(sum, reducers::sum)
-LOCUS_DETAIL_REDUCTION(mean, reducers::mean)
-LOCUS_DETAIL_REDUCTION(max, reducers::max)
-LOCUS_DETAIL_REDUCTION(min, reducers::min)
-LOCUS_DETAIL_REDUCTION(argmax, reducers::argmax)
-LOCUS_DETAIL_REDUCTION(norm, reducers::norm)
+LOCUS_DETAIL_REDUCTION(sum, reducers::sum, 0)
+LOCUS_DETAIL_REDUCTION(mean, reducers::mean, 0)
+LOCUS_DETAIL_REDUCTION(max, reducers::max, 1)
+LOCUS_DETAIL_REDUCTION(min, reducers::min, 1)
+LOCUS_DETAIL_REDUCTION(argmax, reducers::argmax, 2)
+LOCUS_DETAIL_REDUCTION(norm, reducers::norm, 1)
 /// count_if(pred): the number of elements where pred (a comparison, say) is true.
-LOCUS_DETAIL_REDUCTION(count_if, reducers::count_if)
+LOCUS_DETAIL_REDUCTION(count_if, reducers::count_if, 2)
 #undef LOCUS_DETAIL_REDUCTION
 
 /// dot(a, b) = sum(a * b) in one pass; dot<1>(m, k): the dot product of each row pair.
 template <int Axis = all_axes, operand A, operand B>
+  requires(!has_var_v<node_t<A>> && !has_var_v<node_t<B>>)
 [[nodiscard]] auto dot(A&& a, B&& b) {
   auto product = std::forward<A>(a) * std::forward<B>(b);
   return reduction<reducers::dot, Axis, decltype(product)>{std::move(product)};

@@ -2,6 +2,10 @@
 // The built-in model: a multilayer perceptron (dense + ReLU layers, softmax cross-entropy).
 //
 // It meets the model interface of model.hpp (train::model_on<mlp<float>, D>) like any user model.
+// mlp writes its forward pass only (locus::ad differentiates it); handwritten_mlp is the same model
+// with the backward pass written by hand, kept as the reference the tests and bench_train compare
+// ad against (the same gradients within rounding, the same kernels but one).
+#include <locus/ad/ad.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
@@ -97,11 +101,67 @@ public:
     return p;
   }
 
-  /// Mean softmax cross-entropy over the batch and its gradient with respect to every parameter.
+  /// Mean softmax cross-entropy over the batch and its gradient with respect to every parameter
+  /// (the forward pass, differentiated by locus::ad).
   template <device D>
   [[nodiscard]] mlp_step<T, D> loss_and_grad(const mlp_params<T, D>& p, const tensor<T, D, 2>& x,
                                              const tensor<std::int32_t, D>& y) const {
     check(p, x);
+    std::vector<ad::var<T, D, 2>> w;
+    std::vector<ad::var<T, D, 1>> b;
+    for (std::size_t l = 0; l < p.layers(); ++l) {
+      w.push_back(ad::parameter(p.w[l]));
+      b.push_back(ad::parameter(p.b[l]));
+    }
+    ad::var<T, D, 2> h;  // the last hidden layer's output
+    for (std::size_t l = 0; l + 1 < p.layers(); ++l)
+      h = l == 0 ? ad::evaluate(relu(matmul(x, w[l]) + b[l])) : ad::evaluate(relu(matmul(h, w[l]) + b[l]));
+    auto loss = p.layers() == 1 ? softmax_cross_entropy(matmul(x, w.back()) + b.back(), y)
+                                : softmax_cross_entropy(matmul(h, w.back()) + b.back(), y);
+    ad::backward(loss);
+    mlp_step<T, D> out{std::move(loss.step()->owned), {}};
+    for (std::size_t l = 0; l < p.layers(); ++l) {
+      out.grad.w.push_back(w[l].take_grad());
+      out.grad.b.push_back(b[l].take_grad());
+    }
+    return out;
+  }
+
+  /// The predicted class of each row of x.
+  template <device D>
+  [[nodiscard]] tensor<std::int64_t, D> predict(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
+    check(p, x);
+    tensor<T, D, 2> h = x.clone();
+    for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
+      h = dense_relu_forward(h, p.w[l], p.b[l]);
+    }
+    return on<D>(argmax<1>(dense_forward(h, p.w.back(), p.b.back())));
+  }
+
+protected:
+  template <device D>
+  void check(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
+    if (p.layers() + 1 != sizes_.size()) throw shape_error("locus: mlp: parameters of another model");
+    if (x.extent(1) != sizes_.front())
+      throw shape_error("locus: mlp: a batch of shape " + x.shape().str() + " for " + std::to_string(sizes_.front()) +
+                        " inputs");
+  }
+  std::vector<std::size_t> sizes_;
+  std::uint64_t seed_;
+};
+
+
+/// The same model with its backward pass written by hand: dense_backward per layer, the ReLU mask
+/// from the kept activations. The reference for mlp's gradients and speed.
+template <class T>
+class handwritten_mlp : public mlp<T> {
+public:
+  using mlp<T>::mlp;
+
+  template <device D>
+  [[nodiscard]] mlp_step<T, D> loss_and_grad(const mlp_params<T, D>& p, const tensor<T, D, 2>& x,
+                                             const tensor<std::int32_t, D>& y) const {
+    this->check(p, x);
     std::vector<tensor<T, D, 2>> hidden;  // the hidden activations (reserved: h points into it)
     hidden.reserve(p.layers());
     std::vector<const tensor<T, D, 2>*> h{&x};  // the input of each layer
@@ -122,28 +182,6 @@ public:
     }
     return {std::move(loss), std::move(g)};
   }
-
-  /// The predicted class of each row of x.
-  template <device D>
-  [[nodiscard]] tensor<std::int64_t, D> predict(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
-    check(p, x);
-    tensor<T, D, 2> h = x.clone();
-    for (std::size_t l = 0; l + 1 < p.layers(); ++l) {
-      h = dense_relu_forward(h, p.w[l], p.b[l]);
-    }
-    return on<D>(argmax<1>(dense_forward(h, p.w.back(), p.b.back())));
-  }
-
-private:
-  template <device D>
-  void check(const mlp_params<T, D>& p, const tensor<T, D, 2>& x) const {
-    if (p.layers() + 1 != sizes_.size()) throw shape_error("locus: mlp: parameters of another model");
-    if (x.extent(1) != sizes_.front())
-      throw shape_error("locus: mlp: a batch of shape " + x.shape().str() + " for " + std::to_string(sizes_.front()) +
-                        " inputs");
-  }
-  std::vector<std::size_t> sizes_;
-  std::uint64_t seed_;
 };
 
 }  // namespace locus::train

@@ -1,0 +1,356 @@
+#pragma once
+// Models written forward only, trained by the policies of data_parallel (both meet model_on<M, D>
+// for every device; the gradients come from locus::ad):
+//
+//   namespace nn = locus::train::nn;
+//   train::sequential model{nn::dense(784, 128), nn::relu, nn::dense(128, 64), nn::relu, nn::dense(64, 10)};
+//
+//   train::functional model{train::parameters{nn::glorot(784, 128), nn::zeros(128), nn::glorot(128, 10), nn::zeros(10)},
+//                           [](const auto& p, const auto& x) {
+//                             const auto& [W1, b1, W2, b2] = p;
+//                             return matmul(relu(matmul(x, W1) + b1), W2) + b2;  // the logits
+//                           }};
+//
+// Both are classifiers: the forward pass gives logits [batch, classes], the loss is their mean
+// softmax cross-entropy against the labels, predict() their row-wise argmax. The forward function
+// is called with the parameters as ad::vars when training and as tensors when predicting, so it
+// must be generic (auto parameters). Layers:
+//   nn::dense(in, out)     x W + b: W [in, out] Glorot-uniform, b [out] zeros
+//   nn::relu, nn::tanh, nn::sigmoid
+//   nn::dropout(rate)      training only: each element kept with probability 1 - rate and scaled
+//                          by 1 / (1 - rate); the mask is counter-based (random.hpp): call k of
+//                          loss_and_grad uses the stream (seed, k)
+// Initial values come from counter-based generators: the same numbers on every device. The model's
+// seed (constructor's last argument, 1 by default) picks them: dense layer l (counting dense layers
+// only) uses seed * 1000 + l, as train::mlp does, so the two start from the same weights.
+#include <locus/ad/ad.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/ops/random.hpp>
+#include <locus/ops/reduce.hpp>
+#include <locus/placement/on.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <atomic>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace locus::train {
+
+/// What a layer's forward pass knows: training (dropout on) or predicting, and the pass's stream.
+struct pass {
+  bool training = false;
+  std::uint64_t stream = 0;
+};
+
+/// A model's parameters on device D, held as a (nested) std::tuple of tensors: for_each visits each
+/// tensor's view depth-first, in the tuple's order.
+template <class Tuple>
+struct parameter_tuple {
+  Tuple tensors;
+
+  template <class F>
+  void for_each(F&& f) {
+    visit(tensors, f);
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    visit(tensors, f);
+  }
+
+private:
+  template <class X, class F>
+  static void visit(X& x, F& f) {
+    if constexpr (ad::detail::is_tuple_v<std::remove_const_t<X>>) std::apply([&](auto&... e) { (visit(e, f), ...); }, x);
+    else f(x.view());
+  }
+};
+
+namespace nn {
+
+/// x W + b.
+struct dense {
+  std::size_t in = 0, out = 0;
+  dense(std::size_t in_, std::size_t out_) : in(in_), out(out_) {
+    if (in == 0 || out == 0)
+      throw shape_error("locus: nn::dense(" + std::to_string(in) + ", " + std::to_string(out) + "): a layer of size 0");
+  }
+  template <device D>
+  using params = std::tuple<tensor<float, D, 2>, tensor<float, D, 1>>;
+  template <device D>
+  [[nodiscard]] params<D> init(std::uint64_t seed) const {
+    return {on<D>(random::glorot_uniform<float>(shape{in, out}, seed)), tensor<float, D, 1>(shape{out}, 0.f)};
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P& p, const pass&) const {
+    return matmul(std::forward<X>(x), std::get<0>(p)) + std::get<1>(p);
+  }
+};
+
+/// A layer without parameters: an elementwise function.
+template <class F>
+struct activation {
+  F f;
+  template <device D>
+  using params = std::tuple<>;
+  template <device D>
+  [[nodiscard]] params<D> init(std::uint64_t) const {
+    return {};
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P&, const pass&) const {
+    return f(std::forward<X>(x));
+  }
+};
+struct relu_fn {
+  template <class X>
+  auto operator()(X&& x) const {
+    return locus::relu(std::forward<X>(x));
+  }
+};
+struct tanh_fn {
+  template <class X>
+  auto operator()(X&& x) const {
+    return locus::tanh(std::forward<X>(x));
+  }
+};
+struct sigmoid_fn {
+  template <class X>
+  auto operator()(X&& x) const {
+    return locus::sigmoid(std::forward<X>(x));
+  }
+};
+inline constexpr activation<relu_fn> relu{};
+inline constexpr activation<tanh_fn> tanh{};
+inline constexpr activation<sigmoid_fn> sigmoid{};
+
+/// Training: each element kept with probability 1 - rate, scaled by 1 / (1 - rate). Predicting:
+/// the identity.
+struct dropout {
+  double rate = 0.5;
+  explicit dropout(double r) : rate(r) {
+    if (!(r >= 0.0 && r < 1.0))
+      throw config_error("locus: nn::dropout(" + std::to_string(r) + "): the rate must lie in [0, 1)");
+  }
+  template <device D>
+  using params = std::tuple<>;
+  template <device D>
+  [[nodiscard]] params<D> init(std::uint64_t) const {
+    return {};
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P&, const pass& c) const {
+    auto n = expr::as_node(std::forward<X>(x));
+    const float keep = static_cast<float>(1.0 - rate);
+    const auto mask = random::uniform<float>(n.shape(), c.stream);
+    // Not training: a mask of ones (rate 0 everywhere), the same expression type either way.
+    const float threshold = c.training ? keep : 2.f;
+    const float scale = c.training ? 1.f / keep : 1.f;
+    return std::move(n) * where(mask < threshold, scale, 0.f);
+  }
+};
+
+/// Initial values for train::parameters: glorot(in, out) a [in, out] Glorot-uniform matrix,
+/// zeros(n...) a tensor of zeros, normal(stddev, n...) Gaussian values.
+struct glorot {
+  static constexpr int rank = 2;
+  std::size_t in, out;
+  glorot(std::size_t i, std::size_t o) : in(i), out(o) {}
+  template <device D>
+  [[nodiscard]] tensor<float, D, 2> make(std::uint64_t seed) const {
+    return on<D>(random::glorot_uniform<float>(shape{in, out}, seed));
+  }
+};
+template <int R>
+struct zeros {
+  static constexpr int rank = R;
+  locus::shape<R> extents;
+  template <std::integral... N>
+  explicit zeros(N... n) : extents{static_cast<std::size_t>(n)...} {}
+  template <device D>
+  [[nodiscard]] tensor<float, D, R> make(std::uint64_t) const {
+    return tensor<float, D, R>(extents, 0.f);
+  }
+};
+template <class... N>
+zeros(N...) -> zeros<int(sizeof...(N))>;
+template <int R>
+struct normal {
+  static constexpr int rank = R;
+  double stddev;
+  locus::shape<R> extents;
+  template <std::integral... N>
+  explicit normal(double s, N... n) : stddev(s), extents{static_cast<std::size_t>(n)...} {}
+  template <device D>
+  [[nodiscard]] tensor<float, D, R> make(std::uint64_t seed) const {
+    return on<D>(random::normal<float>(extents, seed, 0.0, stddev));
+  }
+};
+template <class... N>
+normal(double, N...) -> normal<int(sizeof...(N))>;
+
+}  // namespace nn
+
+namespace detail {
+/// The mean softmax cross-entropy of the logits `forward(params-as-vars)` and its gradient, as
+/// the model interface wants them.
+template <class Params, class Forward, device D>
+auto classifier_loss_and_grad(const Params& p, const tensor<std::int32_t, D>& y, Forward&& forward) {
+  auto r = ad::value_and_grad([&](const auto& vars) { return softmax_cross_entropy(forward(vars), y); }, p.tensors);
+  struct result {
+    tensor<float, D, 0> loss;
+    Params grad;
+  };
+  return result{std::move(r.loss), Params{std::move(r.grad)}};
+}
+
+inline void check_input(std::size_t got, std::size_t want, const char* model) {
+  if (got != want)
+    throw shape_error(std::string("locus: ") + model + ": a batch of " + std::to_string(got) + " features for " +
+                      std::to_string(want) + " inputs");
+}
+}  // namespace detail
+
+/// Layers applied in order; see the top of this file.
+template <class... L>
+class sequential {
+  static_assert(sizeof...(L) > 0, "locus: sequential needs at least one layer");
+
+public:
+  using value_type = float;
+  template <device D>
+  using params = parameter_tuple<std::tuple<typename L::template params<D>...>>;
+
+  explicit sequential(L... layers) : layers_(std::move(layers)...) { check_chain(); }
+  /// The same model with another seed for its initial values (1 by default).
+  [[nodiscard]] sequential with_seed(std::uint64_t seed) const {
+    sequential s = *this;
+    s.seed_ = seed;
+    return s;
+  }
+
+  template <device D>
+  [[nodiscard]] params<D> init() const {
+    std::uint64_t dense_index = 0;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // A braced list: the layers are initialised in order (dense_index counts them).
+      return params<D>{std::tuple<typename L::template params<D>...>{init_one<D>(std::get<I>(layers_), dense_index)...}};
+    }(std::index_sequence_for<L...>{});
+  }
+
+  template <device D>
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    detail::check_input(x.extent(1), inputs_, "sequential");
+    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + calls_->fetch_add(1, std::memory_order_relaxed)};
+    return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward<0>(x, vars, c); });
+  }
+
+  template <device D>
+  [[nodiscard]] tensor<std::int64_t, D> predict(const params<D>& p, const tensor<float, D, 2>& x) const {
+    detail::check_input(x.extent(1), inputs_, "sequential");
+    return on<D>(argmax<1>(forward<0>(x, p.tensors, pass{})));
+  }
+
+  /// The logits of x (no dropout).
+  template <device D>
+  [[nodiscard]] tensor<float, D, 2> logits(const params<D>& p, const tensor<float, D, 2>& x) const {
+    detail::check_input(x.extent(1), inputs_, "sequential");
+    return on<D>(forward<0>(x, p.tensors, pass{}));
+  }
+
+  [[nodiscard]] const std::tuple<L...>& layers() const noexcept { return layers_; }
+
+private:
+  template <device D, class Layer>
+  auto init_one(const Layer& l, std::uint64_t& dense_index) const {
+    if constexpr (std::is_same_v<Layer, nn::dense>) return l.template init<D>(seed_ * 1000 + dense_index++);
+    else return l.template init<D>(0);
+  }
+
+  template <std::size_t I, class X, class P>
+  auto forward(X&& x, const P& ps, const pass& c) const {
+    auto y = std::get<I>(layers_)(std::forward<X>(x), std::get<I>(ps), c);
+    if constexpr (I + 1 == sizeof...(L)) return y;
+    else return forward<I + 1>(std::move(y), ps, c);
+  }
+
+  void check_chain() {
+    std::size_t width = 0, index = 0;
+    auto one = [&](const auto& l) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(l)>, nn::dense>) {
+        if (width != 0 && l.in != width)
+          throw shape_error("locus: sequential: layer " + std::to_string(index) + " is dense(" + std::to_string(l.in) +
+                            ", " + std::to_string(l.out) + ") after a layer of " + std::to_string(width) + " outputs");
+        width = l.out;
+        if (inputs_ == 0) inputs_ = l.in;
+      }
+      ++index;
+    };
+    std::apply([&](const auto&... l) { (one(l), ...); }, layers_);
+    if (inputs_ == 0) throw shape_error("locus: sequential: no dense layer (nothing to train)");
+  }
+
+  std::tuple<L...> layers_;
+  std::uint64_t seed_ = 1;
+  std::size_t inputs_ = 0;
+  std::shared_ptr<std::atomic<std::uint64_t>> calls_ = std::make_shared<std::atomic<std::uint64_t>>(0);
+};
+
+/// The initial values of a functional model's parameters, in the order its forward reads them.
+template <class... I>
+struct parameters {
+  std::tuple<I...> inits;
+  parameters(I... i) : inits(std::move(i)...) {}  // NOLINT(google-explicit-constructor)
+};
+
+template <class Inits, class Forward>
+class functional;
+
+/// A model given as its parameters' initial values and a forward function giving the logits; see
+/// the top of this file. Parameter k starts from inits[k] with the seed seed * 1000 + k.
+template <class... I, class Forward>
+class functional<parameters<I...>, Forward> {
+public:
+  using value_type = float;
+  template <device D>
+  using params = parameter_tuple<std::tuple<tensor<float, D, I::rank>...>>;
+
+  functional(parameters<I...> inits, Forward forward, std::uint64_t seed = 1)
+      : inits_(std::move(inits)), forward_(std::move(forward)), seed_(seed) {}
+
+  template <device D>
+  [[nodiscard]] params<D> init() const {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return params<D>{std::tuple<tensor<float, D, I::rank>...>{
+          std::get<K>(inits_.inits).template make<D>(seed_ * 1000 + K)...}};
+    }(std::index_sequence_for<I...>{});
+  }
+
+  template <device D>
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward_(vars, x); });
+  }
+
+  template <device D>
+  [[nodiscard]] tensor<std::int64_t, D> predict(const params<D>& p, const tensor<float, D, 2>& x) const {
+    return on<D>(argmax<1>(forward_(p.tensors, x)));
+  }
+
+private:
+  parameters<I...> inits_;
+  Forward forward_;
+  std::uint64_t seed_;
+};
+
+template <class P, class F>
+functional(P, F) -> functional<P, F>;
+template <class P, class F>
+functional(P, F, std::uint64_t) -> functional<P, F>;
+
+}  // namespace locus::train

@@ -1,0 +1,189 @@
+// Models written forward only: train::mlp on locus::ad against the hand-written backward pass,
+// train::sequential and train::functional through data_parallel with both policies, dropout, the
+// kernels one step launches and the arena's allocations.
+#include "common/test_support.hpp"
+#include "common/train_support.hpp"
+
+#include <locus/train/layers.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+using namespace locus;
+using namespace locus::train;
+using locus_test::flat;
+using locus_test::quiet;
+using locus_test::synthetic;
+namespace nn = locus::train::nn;
+
+namespace {
+template <class D>
+auto batch_on(std::size_t n, std::uint64_t seed) {
+  auto data = synthetic(n, seed);
+  return std::pair{to<D>(data.images), to<D>(data.labels)};
+}
+
+template <class P>
+std::vector<float> flat_grad(const P& g) {
+  return flat(g);
+}
+
+/// The largest difference between two flat parameter vectors, relative to max(1, |b|).
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(double(a[i]) - double(b[i])) / std::max(1.0, std::abs(double(b[i]))));
+  return m;
+}
+
+/// What one model step launches on D: forward + backward.
+template <class D, class M>
+std::size_t launches_of_step(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
+                             const tensor<std::int32_t, D>& y) {
+  const auto before = kernel_launches(id_of<D>);
+  auto s = m.loss_and_grad(p, x, y);
+  (void)s;
+  return kernel_launches(id_of<D>) - before;
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("mlp's gradients from ad equal the hand-written backward pass", "[train][ad]", locus_test::devices) {
+  using D = TestType;
+  auto [x, y] = batch_on<D>(96, 3);
+  for (const auto& sizes : {std::vector<std::size_t>{16, 4}, {16, 12, 4}, {16, 32, 12, 4}}) {
+    mlp<float> autodiff(sizes, 5);
+    handwritten_mlp<float> by_hand(sizes, 5);
+    const auto p = autodiff.init<D>();
+    auto a = autodiff.loss_and_grad(p, x, y);
+    auto h = by_hand.loss_and_grad(p, x, y);
+    CHECK(a.loss.item() == Approx(h.loss.item()).epsilon(1e-6));
+    CHECK(max_difference(flat_grad(a.grad), flat_grad(h.grad)) <= 1e-5);
+  }
+}
+
+TEST_CASE("sequential starts from mlp's weights and computes its loss and gradients", "[train][ad]") {
+  sequential model{nn::dense(16, 12), nn::relu, nn::dense(12, 8), nn::relu, nn::dense(8, 4)};
+  const auto seeded = model.with_seed(5);
+  mlp<float> reference({16, 12, 8, 4}, 5);
+  const auto p = seeded.init<cpu>();
+  const auto q = reference.init<cpu>();
+  CHECK(flat(p) == flat(q));
+  auto [x, y] = batch_on<cpu>(64, 4);
+  auto a = seeded.loss_and_grad(p, x, y);
+  auto b = reference.loss_and_grad(q, x, y);
+  CHECK(a.loss.item() == b.loss.item());
+  CHECK(max_difference(flat(a.grad), flat(b.grad)) <= 1e-6);
+  CHECK(seeded.predict(p, x).to_vector() == reference.predict(q, x).to_vector());
+}
+
+TEST_CASE("layer models meet model_on for every device", "[train][ad]") {
+  using S = sequential<nn::dense, nn::activation<nn::relu_fn>, nn::dense>;
+  STATIC_REQUIRE(model_on<S, cpu>);
+  STATIC_REQUIRE(model_on<S, gpu<0>>);
+  STATIC_REQUIRE(model_on<S, gpu<3>>);
+  auto forward = [](const auto& p, const auto& x) {
+    const auto& [w, b] = p;
+    return matmul(x, w) + b;
+  };
+  using F = decltype(functional{parameters{nn::glorot(4, 3), nn::zeros(3)}, forward});
+  STATIC_REQUIRE(model_on<F, cpu>);
+  STATIC_REQUIRE(model_on<F, gpu<1>>);
+  STATIC_REQUIRE(model_on<mlp<float>, gpu<1>>);
+  STATIC_REQUIRE(model_on<handwritten_mlp<float>, gpu<1>>);
+}
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("a functional model trains on two GPUs with both policies", "[train][ad]") {
+  auto data = synthetic(2048, 8);
+  const auto test = synthetic(512, 9);
+  functional model{parameters{nn::glorot(16, 32), nn::zeros(32), nn::glorot(32, 4), nn::zeros(4)},
+                   [](const auto& p, const auto& x) {
+                     const auto& [w1, b1, w2, b2] = p;
+                     return matmul(tanh(matmul(x, w1) + b1), w2) + b2;
+                   }};
+  data_parallel<sync_average, gpu<0>, gpu<1>> sync{model, sgd{0.2f, 0.9f}};
+  const double before = sync.accuracy(test);
+  sync.fit(data, quiet(6, 64));
+  CHECK(sync.accuracy(test) > 0.85);
+  CHECK(sync.accuracy(test) > before + 0.3);
+  data_parallel<hogwild, gpu<0>, gpu<1>> async{model, sgd{0.2f, 0.9f}};
+  async.fit(data, quiet(6, 64));
+  CHECK(async.accuracy(test) > 0.85);
+  // The trained parameters come back in the model's own type.
+  auto p = model.init<gpu<0>>();
+  sync.parameters_into(p);
+  CHECK(flat(p) == sync.parameters());
+}
+#endif
+
+TEST_CASE("sequential with dropout: masks while training, the identity when predicting", "[train][ad]") {
+  sequential model{nn::dense(16, 64), nn::relu, nn::dropout(0.5), nn::dense(64, 4)};
+  const auto p = model.init<cpu>();
+  auto [x, y] = batch_on<cpu>(32, 5);
+  // Predicting twice gives the same classes; the logits equal those of the model without dropout.
+  sequential plain{nn::dense(16, 64), nn::relu, nn::dense(64, 4)};
+  const auto q = plain.init<cpu>();
+  CHECK(flat(p) == flat(q));
+  CHECK(model.logits(p, x).to_vector() == plain.logits(q, x).to_vector());
+  CHECK(model.predict(p, x).to_vector() == model.predict(p, x).to_vector());
+  // Training: each step draws another mask, so two steps' gradients differ; about half of the
+  // second layer's input rows are dropped, so its weight gradient has zero rows.
+  auto a = model.loss_and_grad(p, x, y);
+  auto b = model.loss_and_grad(p, x, y);
+  CHECK(flat(a.grad) != flat(b.grad));
+  const auto& g2 = std::get<0>(std::get<3>(a.grad.tensors));  // dense(64, 4)'s weight gradient
+  const auto g = g2.to_vector();
+  CHECK(std::isfinite(a.loss.item()));
+  std::size_t zero_entries = 0;
+  for (float v : g) zero_entries += v == 0.f;
+  CHECK(zero_entries > 0);
+  CHECK_THROWS_AS(nn::dropout(1.0), config_error);
+  CHECK_THROWS_AS(nn::dropout(-0.1), config_error);
+}
+
+TEST_CASE("sequential refuses layers that do not chain and batches of the wrong width", "[train][ad]") {
+  CHECK(locus_test::error_of([] { sequential bad{nn::dense(4, 3), nn::relu, nn::dense(5, 2)}; }) ==
+        "locus: sequential: layer 2 is dense(5, 2) after a layer of 3 outputs");
+  CHECK_THROWS_AS(nn::dense(0, 3), shape_error);
+  sequential model{nn::dense(16, 4)};
+  const auto p = model.init<cpu>();
+  const auto batch = batch_on<cpu>(8, 1);
+  const auto& y = batch.second;
+  tensor<float, cpu, 2> narrow(shape{8, 15}, 0.f);
+  CHECK(locus_test::error_of([&] { (void)model.loss_and_grad(p, narrow, y); }) ==
+        "locus: sequential: a batch of 15 features for 16 inputs");
+}
+
+TEST_CASE("one mlp step: ad launches two kernels more than the hand-written backward pass", "[train][ad]") {
+  mlp<float> autodiff({784, 128, 64, 10}, 1);
+  handwritten_mlp<float> by_hand({784, 128, 64, 10}, 1);
+  const auto p = autodiff.init<cpu>();
+  tensor<float, cpu, 2> x = on<cpu>(random::uniform<float>(shape{256, 784}, 3));
+  tensor<std::int32_t, cpu> y(shape{256}, 3);
+  const auto a = launches_of_step<cpu>(autodiff, p, x, y);
+  const auto h = launches_of_step<cpu>(by_hand, p, x, y);
+  // Hand-written: forward 8 (3 products, 3 bias(+relu) passes, the loss row kernel and its mean),
+  // backward 10 (3 weight products, 2 input products, 3 bias sums, 2 relu masks). ad: the same,
+  // plus the backward pass's seed (d loss / d loss = 1, a one-element fill) and one pass for the
+  // logits' gradient (the identity of `+ b`, written out).
+  CHECK(h == 18);
+  CHECK(a == 20);
+}
+
+TEST_CASE("after the first step a training step allocates nothing from the system", "[train][ad]") {
+  sequential model{nn::dense(784, 128), nn::relu, nn::dense(128, 64), nn::relu, nn::dense(64, 10)};
+  const auto p = model.init<cpu>();
+  tensor<float, cpu, 2> x = on<cpu>(random::uniform<float>(shape{256, 784}, 3));
+  tensor<std::int32_t, cpu> y(shape{256}, 3);
+  { auto first = model.loss_and_grad(p, x, y); }
+  const auto before = memory_stats(id_of<cpu>);
+  for (int i = 0; i < 5; ++i) {
+    auto s = model.loss_and_grad(p, x, y);
+    CHECK(std::isfinite(s.loss.item()));
+  }
+  const auto after = memory_stats(id_of<cpu>);
+  CHECK(after.system_allocations == before.system_allocations);
+  CHECK(after.reuses > before.reuses);
+}
