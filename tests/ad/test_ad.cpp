@@ -1,7 +1,7 @@
 // Reverse-mode differentiation (locus/ad): every differentiable operation against central finite
 // differences in double precision, in float and double, on the cpu and on emulated GPUs; kernel
 // counts of the fused backward; placement of gradients; errors.
-#include "common/test_support.hpp"
+#include "../common/test_support.hpp"
 
 #include <locus/ad/ad.hpp>
 
