@@ -49,7 +49,7 @@ flags=(-std=c++20 -O2 -DNDEBUG -fopenmp -I"$root/include" "${thrust_include[@]}"
        -DLOCUS_HAS_CBLAS=1 -DLOCUS_HAS_ZLIB=1)
 mpi_flags=()
 if command -v mpicxx > /dev/null 2>&1; then
-  read -r -a mpi_flags <<< "$(mpicxx --showme:compile 2> /dev/null || true)"
+  read -r -a mpi_flags <<< "$(mpicxx --showme:compile 2> /dev/null | sed "s/-I/-isystem /g" || true)"
 fi
 
 cat > "$work/hello.cpp" << 'EOF'
