@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -201,37 +202,44 @@ template <class Policy, class... Ds>
 outcome run(const args& a, const data::labelled_images& train, const data::labelled_images& test) {
   mlp<float> model({784, 256, 10}, a.seed + 1);
   const std::string name = policy_name<Policy>();
-  // The trainer's type names the policy and the devices only: any optimiser goes in.
-  return std::visit([&](auto opt) {
-    if (std::string_view(Policy::name) == "hogwild" && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
-    data_parallel<Policy, Ds...> trainer{model, opt, policy_from<Policy>(a)};
-    std::printf("policy %s on", name.c_str());
-    ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
-    std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
-    if (trainer.ranks() > 1) std::printf(", on each of %d ranks", trainer.ranks());
-    std::printf(", communicator %s\n", trainer.communicator_name().c_str());
-    std::printf("optimiser %s, lr %g\n", decltype(opt)::name, double(opt.lr));
-    if (a.log_placement) {
-      // One step with the placement log on: where every operation of a training step runs. Then a
-      // fresh trainer, so that the run below starts from the initial parameters.
-      std::printf("placement of one training step:\n");
-      {
-        scoped_placement_log log;
-        auto once = a.fit;
-        once.max_steps = 1;
-        once.epochs = 1;
-        once.log_every = 0;
-        once.bar = progress_bar::off;
-        data_parallel<Policy, Ds...>{model, opt, policy_from<Policy>(a)}.fit(train, once);
-      }
+  // The trainer's type names the policy and the devices only: any optimiser goes in. Its type is
+  // known inside the visit alone, which makes the trainer and nothing else (the rest is compiled
+  // once per policy and device list, not once per optimiser as well).
+  using trainer_type = data_parallel<Policy, Ds...>;
+  const auto make = [&] {
+    return std::visit([&](auto opt) {
+      if (std::string_view(Policy::name) == "hogwild" && a.hogwild_lr > 0) opt.lr = a.hogwild_lr;
+      return std::make_unique<trainer_type>(model, opt, policy_from<Policy>(a));
+    }, a.chosen);
+  };
+  const auto trainer = make();
+  std::printf("policy %s on", name.c_str());
+  ((std::printf(" %s", id_of<Ds>.full_name().c_str())), ...);
+  std::printf("%s", LOCUS_EMULATE_GPUS ? " (emulated)" : "");
+  if (trainer->ranks() > 1) std::printf(", on each of %d ranks", trainer->ranks());
+  std::printf(", communicator %s\n", trainer->communicator_name().c_str());
+  const auto& opt = trainer->replicas().optimizer();
+  std::printf("optimiser %s, lr %g\n", opt.name.c_str(), double(opt.lr));
+  if (a.log_placement) {
+    // One step with the placement log on: where every operation of a training step runs. Then a
+    // fresh trainer, so that the run below starts from the initial parameters.
+    std::printf("placement of one training step:\n");
+    {
+      scoped_placement_log log;
+      auto once = a.fit;
+      once.max_steps = 1;
+      once.epochs = 1;
+      once.log_every = 0;
+      once.bar = progress_bar::off;
+      make()->fit(train, once);
     }
-    const auto result = trainer.fit(train, a.fit);
-    outcome out{{name + ", " + std::to_string(trainer.replica_count()) + " devices", result.curve}, trainer.accuracy(test)};
-    std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
-                result.examples_per_sec(), trainer.replica_count(), trainer.replica_count() == 1 ? "" : "s");
-    std::printf("test accuracy %.4f\n", out.accuracy);
-    return out;
-  }, a.chosen);
+  }
+  const auto result = trainer->fit(train, a.fit);
+  outcome out{{name + ", " + std::to_string(trainer->replica_count()) + " devices", result.curve}, trainer->accuracy(test)};
+  std::printf("trained %zu steps in %.2f s: %.0f examples/sec on %zu device%s\n", result.curve.size(), result.seconds,
+              result.examples_per_sec(), trainer->replica_count(), trainer->replica_count() == 1 ? "" : "s");
+  std::printf("test accuracy %.4f\n", out.accuracy);
+  return out;
 }
 
 template <class Policy>

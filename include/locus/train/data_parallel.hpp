@@ -57,6 +57,87 @@ template <policy P>
 struct communicator_of<P> {
   using type = typename P::communicator;
 };
+
+/// Images and labels agree in count; every label is a class of the model: in [0, classes) when
+/// the model says how many (classes()), else at least 0. Checked before anything is trained.
+/// (Here, not in data_parallel: one copy for every policy and device list.)
+inline void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes) {
+  if (data.images.extent(0) != data.labels.size())
+    throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
+                      std::to_string(data.labels.size()) + " labels");
+  const std::int32_t* y = data.labels.data();
+  for (std::size_t i = 0; i < data.labels.size(); ++i)
+    if (y[i] < 0 || y[i] >= classes)
+      throw data::data_error(std::string("locus: ") + what + ": label " + std::to_string(i) + " is " +
+                             std::to_string(y[i]) + ", outside the model's classes [0, " + std::to_string(classes) + ")");
+}
+
+inline std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes) {
+  std::string out = "[";
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
+    out += t ? ", [" : "[";
+    for (std::size_t d = 0; d < shapes[t].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[t][d]);
+    out += "]";
+  }
+  return out + "]";
+}
+
+/// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
+/// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
+inline bool check_restore(const checkpoint& c, const std::string& name,
+                          const std::vector<std::vector<std::uint64_t>>& mine, std::size_t parameter_count,
+                          const optimizer_info& opt, std::size_t device_count, std::size_t state_size) {
+  if (c.shapes != mine)
+    throw checkpoint_error("locus: checkpoint " + name + ": its tensors " + describe_shapes(c.shapes) +
+                           " do not match the model's " + describe_shapes(mine));
+  if (c.parameters.size() != parameter_count)
+    throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.parameters.size()) +
+                           " parameters for a model of " + std::to_string(parameter_count));
+  const auto buffers = [](std::uint64_t b) {
+    return std::to_string(b) + " state buffer" + (b == 1 ? "" : "s") + " per parameter";
+  };
+  // Format 1 was sgd's alone, its momentum saved whether or not it was 0: any sgd takes it (the
+  // state means the same with Nesterov), sgd without momentum drops it.
+  const bool legacy_sgd = c.format == 1 && opt.name == "sgd";
+  if (c.optimizer != opt.name || (c.state_buffers != opt.state_buffers && !legacy_sgd))
+    throw checkpoint_error("locus: checkpoint " + name + ": written by " + c.optimizer + " (" +
+                           buffers(c.state_buffers) + "), this trainer's optimiser is " + opt.name + " (" +
+                           buffers(opt.state_buffers) + ")");
+  // One state and one step count per replica (or none: they start at zero); set_states indexes
+  // both by replica.
+  if (!c.optimizer_state.empty() && c.optimizer_state.size() != device_count)
+    throw checkpoint_error("locus: checkpoint " + name + ": optimiser state for " +
+                           std::to_string(c.optimizer_state.size()) + " replicas, this trainer has " +
+                           std::to_string(device_count));
+  if (!c.optimizer_steps.empty() && c.optimizer_steps.size() != device_count)
+    throw checkpoint_error("locus: checkpoint " + name + ": optimiser step counts for " +
+                           std::to_string(c.optimizer_steps.size()) + " replicas, this trainer has " +
+                           std::to_string(device_count));
+  const bool drop = legacy_sgd && opt.state_buffers == 0;
+  for (const auto& s : c.optimizer_state)
+    if (!drop && s.size() != state_size)
+      throw checkpoint_error("locus: checkpoint " + name + ": an optimiser state of " + std::to_string(s.size()) +
+                             " floats, this trainer's is " + std::to_string(state_size));
+  return drop;
+}
+
+/// Accuracy of a replica on a data set (checked by check_labelled, not empty), evaluated on its
+/// device in batches of 1000: one instantiation per device, whatever the policy and device list.
+template <device H>
+double accuracy_of(const replica<H>& model, const data::labelled_images& data) {
+  if (data.size() == 0) throw config_error("locus: accuracy: the data set is empty");
+  std::vector<std::uint32_t> order(data.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::size_t correct = 0;
+  for (std::size_t first = 0; first < data.size(); first += 1000) {
+    const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
+    auto [x, y] = data::gather<H>(data, order, first, count);
+    const auto pred = model.predict(x).to_vector();
+    const auto labels = y.to_vector();
+    for (std::size_t i = 0; i < count; ++i) correct += pred[i] == labels[i];
+  }
+  return double(correct) / double(data.size());
+}
 }  // namespace detail
 
 template <class Policy, class... Ds>
@@ -111,7 +192,7 @@ public:
     if (options.batch == 0 || options.batch > data.size())
       throw config_error("locus: fit: batch " + std::to_string(options.batch) + " for a data set of " +
                          std::to_string(data.size()) + " examples");
-    check_data("fit", data);
+    detail::check_labelled("fit", data, classes_);
     const fit_options o = detail::with_recipe(policy_, options);
     detail::check_options(policy_, o, *set_);
     if (!o.checkpoint_path.empty() && !detail::checkpoints_during_fit<Policy>)
@@ -161,39 +242,8 @@ public:
   /// error (checkpoint_error naming the file and what is wrong) the trainer is untouched.
   void load(const std::string& path) { restore(checkpoint::load(path), path); }
   void restore(const checkpoint& c, const std::string& name) {
-    const auto& mine = set_->template replica<0>().shapes();
-    if (c.shapes != mine)
-      throw checkpoint_error("locus: checkpoint " + name + ": its tensors " + describe(c.shapes) +
-                             " do not match the model's " + describe(mine));
-    if (c.parameters.size() != parameter_count())
-      throw checkpoint_error("locus: checkpoint " + name + ": " + std::to_string(c.parameters.size()) +
-                             " parameters for a model of " + std::to_string(parameter_count()));
-    const auto& opt = set_->optimizer();
-    const auto buffers = [](std::uint64_t b) {
-      return std::to_string(b) + " state buffer" + (b == 1 ? "" : "s") + " per parameter";
-    };
-    // Format 1 was sgd's alone, its momentum saved whether or not it was 0: any sgd takes it (the
-    // state means the same with Nesterov), sgd without momentum drops it.
-    const bool legacy_sgd = c.format == 1 && opt.name == "sgd";
-    if (c.optimizer != opt.name || (c.state_buffers != opt.state_buffers && !legacy_sgd))
-      throw checkpoint_error("locus: checkpoint " + name + ": written by " + c.optimizer + " (" +
-                             buffers(c.state_buffers) + "), this trainer's optimiser is " + opt.name + " (" +
-                             buffers(opt.state_buffers) + ")");
-    // One state and one step count per replica (or none: they start at zero); set_states indexes
-    // both by replica.
-    if (!c.optimizer_state.empty() && c.optimizer_state.size() != device_count)
-      throw checkpoint_error("locus: checkpoint " + name + ": optimiser state for " +
-                             std::to_string(c.optimizer_state.size()) + " replicas, this trainer has " +
-                             std::to_string(device_count));
-    if (!c.optimizer_steps.empty() && c.optimizer_steps.size() != device_count)
-      throw checkpoint_error("locus: checkpoint " + name + ": optimiser step counts for " +
-                             std::to_string(c.optimizer_steps.size()) + " replicas, this trainer has " +
-                             std::to_string(device_count));
-    const bool drop = legacy_sgd && opt.state_buffers == 0;
-    for (const auto& s : c.optimizer_state)
-      if (!drop && s.size() != set_->state_size())
-        throw checkpoint_error("locus: checkpoint " + name + ": an optimiser state of " + std::to_string(s.size()) +
-                               " floats, this trainer's is " + std::to_string(set_->state_size()));
+    const bool drop = detail::check_restore(c, name, set_->template replica<0>().shapes(), parameter_count(),
+                                            set_->optimizer(), device_count, set_->state_size());
     set_->set_parameters(c.parameters);
     set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
                      drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
@@ -241,20 +291,8 @@ public:
 
   /// Accuracy on a data set, evaluated on the first device in batches of 1000.
   [[nodiscard]] double accuracy(const data::labelled_images& data) const {
-    check_data("accuracy", data);
-    if (data.size() == 0) throw config_error("locus: accuracy: the data set is empty");
-    const auto& model = set_->template replica<0>();
-    std::vector<std::uint32_t> order(data.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::size_t correct = 0;
-    for (std::size_t first = 0; first < data.size(); first += 1000) {
-      const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
-      auto [x, y] = data::gather<home_device>(data, order, first, count);
-      const auto pred = model.predict(x).to_vector();
-      const auto labels = y.to_vector();
-      for (std::size_t i = 0; i < count; ++i) correct += pred[i] == labels[i];
-    }
-    return double(correct) / double(data.size());
+    detail::check_labelled("accuracy", data, classes_);
+    return detail::accuracy_of<home_device>(set_->template replica<0>(), data);
   }
 
   /// sync_average's exchange alone, on the flat buffers as they are: every buffer := the mean of
@@ -270,30 +308,6 @@ public:
   }
 
 private:
-  /// Images and labels agree in count; every label is a class of the model: in [0, classes) when
-  /// the model says how many (classes()), else at least 0. Checked before anything is trained.
-  void check_data(const char* what, const data::labelled_images& data) const {
-    if (data.images.extent(0) != data.labels.size())
-      throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
-                        std::to_string(data.labels.size()) + " labels");
-    const std::int64_t classes = classes_;
-    const std::int32_t* y = data.labels.data();
-    for (std::size_t i = 0; i < data.labels.size(); ++i)
-      if (y[i] < 0 || y[i] >= classes)
-        throw data::data_error(std::string("locus: ") + what + ": label " + std::to_string(i) + " is " +
-                               std::to_string(y[i]) + ", outside the model's classes [0, " + std::to_string(classes) + ")");
-  }
-
-  static std::string describe(const std::vector<std::vector<std::uint64_t>>& shapes) {
-    std::string out = "[";
-    for (std::size_t t = 0; t < shapes.size(); ++t) {
-      out += t ? ", [" : "[";
-      for (std::size_t d = 0; d < shapes[t].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[t][d]);
-      out += "]";
-    }
-    return out + "]";
-  }
-
   /// The checkpoint to resume from, when options name one that exists.
   void resume(const fit_options& o, fit_result& result) {
     if (o.checkpoint_path.empty()) return;

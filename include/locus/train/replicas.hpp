@@ -54,6 +54,29 @@ step_function<D> step_function_of(const O& opt) {
                const std::vector<tensor_view<const float, D, 1>>& g, const tensor_view<float, D, 1>& s,
                float scale) { apply_step(opt, lr, step, p, g, s, scale); };
 }
+
+/// An optimiser, validated, as replica_set keeps it: what policies may know of it and its step on
+/// each device. Made by erase_optimizer, the only part of a replica_set's construction that
+/// depends on the optimiser's type.
+template <device... Ds>
+struct erased_optimizer {
+  optimizer_info info;
+  std::tuple<step_function<Ds>...> steppers;
+};
+template <device... Ds, optimizer O>
+erased_optimizer<Ds...> erase_optimizer(const O& opt) {
+  opt.validate();
+  erased_optimizer<Ds...> e;
+  e.info.name = O::name;
+  e.info.lr = opt.lr;
+  e.info.state_buffers = opt.state_buffers();
+  if constexpr (std::is_same_v<O, sgd>) e.info.sgd_options = opt;
+  if (e.info.state_buffers > max_state_buffers)
+    throw config_error("locus: " + e.info.name + ": " + std::to_string(e.info.state_buffers) +
+                       " state buffers per parameter, at most " + std::to_string(max_state_buffers));
+  e.steppers = std::tuple<step_function<Ds>...>{step_function_of<Ds>(opt)...};
+  return e;
+}
 }  // namespace detail
 
 template <class Kind, class... Ds>
@@ -76,25 +99,7 @@ public:
   /// One replica of `model` per device, all starting from the first device's initial parameters
   /// (rank 0's across processes).
   template <class M, optimizer O>
-  replica_set(const M& model, const O& opt) {
-    opt.validate();
-    info_.name = O::name;
-    info_.lr = opt.lr;
-    info_.state_buffers = opt.state_buffers();
-    if constexpr (std::is_same_v<O, sgd>) info_.sgd_options = opt;
-    if (info_.state_buffers > max_state_buffers)
-      throw config_error("locus: " + info_.name + ": " + std::to_string(info_.state_buffers) +
-                         " state buffers per parameter, at most " + std::to_string(max_state_buffers));
-    steppers_ = std::tuple<detail::step_function<Ds>...>{detail::step_function_of<Ds>(opt)...};
-    auto shared = std::make_shared<const M>(model);
-    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
-    size_ = replica<0>().size();
-    buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
-    state_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{state_size()}, 0.f)...};
-    auto p = parameters();
-    comm_.broadcast_host(p.data(), p.size());
-    set_parameters(p);
-  }
+  replica_set(const M& model, const O& opt) : replica_set(model, detail::erase_optimizer<Ds...>(opt)) {}
 
   [[nodiscard]] communicator_type& comm() noexcept { return comm_; }
   [[nodiscard]] const communicator_type& comm() const noexcept { return comm_; }
@@ -214,6 +219,21 @@ public:
   }
 
 private:
+  /// The part of construction that does not depend on the optimiser's type (erased by then):
+  /// one instantiation per model and device list, not per optimiser as well.
+  template <class M>
+  replica_set(const M& model, detail::erased_optimizer<Ds...>&& opt)
+      : info_(std::move(opt.info)), steppers_(std::move(opt.steppers)) {
+    auto shared = std::make_shared<const M>(model);
+    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
+    size_ = replica<0>().size();
+    buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
+    state_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{state_size()}, 0.f)...};
+    auto p = parameters();
+    comm_.broadcast_host(p.data(), p.size());
+    set_parameters(p);
+  }
+
   template <device D>
   static tensor_view<float, D, 1> view_of(tensor<float, D, 1>& t, std::size_t n) {
     return tensor_view<float, D, 1>(t.data(), shape{n});

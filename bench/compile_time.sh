@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Compile time of locus against its targets (issue 15): prints a markdown table of the CPU seconds
+# (user + sys of the compiler, children included) that g++ -O2 -std=c++20 takes for
+#   hello              a TU that includes <locus/locus.hpp> and prints on<cpu>(a + b * 2.f)
+#   eigen              Eigen Tensor's equivalent: Eigen::Tensor<float, 1> c = a + b * 2.f
+#   data_parallel      a TU that builds train::data_parallel<sync_average, gpu<0>, gpu<1>> over the
+#                      built-in mlp and calls fit
+#   example            examples/multi_device_train.cpp
+# with the flags of the host build (cmake/locusBackend.cmake): Thrust's OMP device system over the
+# CUDA Toolkit's CCCL (/usr/local/cuda/include/cccl), or Debian's Thrust in /usr/include without the
+# toolkit; -fopenmp; LOCUS_HAS_CBLAS, LOCUS_HAS_ZLIB; LOCUS_EMULATE_GPUS=1 (the emulated variant) for
+# the TUs that name gpu<N>; MPI's include folders for the example when mpicxx is there. Each TU is
+# compiled (-c) best of N times (default 3; the example once: --example-runs to change).
+#
+# Usage: bench/compile_time.sh [--runs N] [--example-runs N] [--tests] [--cxx g++]
+#   --tests   also configure the host preset's tests and examples into a temporary build folder and
+#             build them from clean with -j2 (cmake --build), reporting wall and CPU seconds.
+# Run it from anywhere; it writes only to a temporary folder, removed at the end.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs=3
+example_runs=1
+tests=0
+cxx="${CXX:-g++}"
+while (($#)); do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    --example-runs) example_runs="$2"; shift 2 ;;
+    --tests) tests=1; shift ;;
+    --cxx) cxx="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compile_time.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/locus-compile-time.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+cuda="${CUDA_HOME:-/usr/local/cuda}"
+thrust_include=()
+thrust_where="Debian's Thrust (/usr/include)"
+if [ -f "$cuda/include/cccl/thrust/version.h" ]; then
+  thrust_include=(-I"$cuda/include/cccl")
+  thrust_where="CCCL ($cuda/include/cccl)"
+fi
+flags=(-std=c++20 -O2 -DNDEBUG -fopenmp -I"$root/include" "${thrust_include[@]}"
+       -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP -DTHRUST_HOST_SYSTEM=THRUST_HOST_SYSTEM_CPP
+       -DLOCUS_HAS_CBLAS=1 -DLOCUS_HAS_ZLIB=1)
+mpi_flags=()
+if command -v mpicxx > /dev/null 2>&1; then
+  read -r -a mpi_flags <<< "$(mpicxx --showme:compile 2> /dev/null | sed "s/-I/-isystem /g" || true)"
+fi
+
+cat > "$work/hello.cpp" << 'EOF'
+#include <locus/locus.hpp>
+#include <cstdio>
+int main() {
+  locus::tensor<float, locus::cpu> a{1.f, 2.f, 3.f}, b{4.f, 5.f, 6.f};
+  auto c = locus::on<locus::cpu>(a + b * 2.f);
+  for (std::size_t i = 0; i < c.size(); ++i) std::printf("%g\n", double(c(i)));
+}
+EOF
+cat > "$work/eigen.cpp" << 'EOF'
+#include <unsupported/Eigen/CXX11/Tensor>
+#include <cstdio>
+int main() {
+  Eigen::Tensor<float, 1> a(3), b(3);
+  a.setValues({1.f, 2.f, 3.f});
+  b.setValues({4.f, 5.f, 6.f});
+  Eigen::Tensor<float, 1> c = a + b * 2.f;
+  for (Eigen::Index i = 0; i < c.size(); ++i) std::printf("%g\n", double(c(i)));
+}
+EOF
+cat > "$work/data_parallel.cpp" << 'EOF'
+#include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
+#include <cstdio>
+int main() {
+  using namespace locus;
+  train::mlp<float> model({784, 256, 10}, 1);
+  train::data_parallel<train::sync_average, gpu<0>, gpu<1>> trainer{model, train::sgd{0.1f, 0.9f}};
+  train::fit_options o;
+  o.max_steps = 1;
+  const auto data = data::fashion_mnist::load_train("");
+  std::printf("%zu steps\n", trainer.fit(data, o).curve.size());
+}
+EOF
+
+# cpu_seconds N file flags...: the least user + sys seconds of N compiles of file to an object.
+cpu_seconds() {
+  local n="$1" src="$2"
+  shift 2
+  local best="" t
+  for ((i = 0; i < n; ++i)); do
+    /usr/bin/time -f '%U %S' -o "$work/time" "$cxx" "$@" -c "$src" -o "$work/out.o" 2> "$work/err" || {
+      echo "compile_time.sh: $cxx failed on $src:" >&2
+      head -30 "$work/err" >&2
+      return 1
+    }
+    t="$(awk '{printf "%.2f", $1 + $2}' "$work/time")"
+    if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN{exit !(a < b)}'; then best="$t"; fi
+  done
+  echo "$best"
+}
+
+hello="$(cpu_seconds "$runs" "$work/hello.cpp" "${flags[@]}")"
+eigen="n/a"
+if [ -f /usr/include/eigen3/unsupported/Eigen/CXX11/Tensor ]; then
+  eigen="$(cpu_seconds "$runs" "$work/eigen.cpp" -std=c++20 -O2 -DNDEBUG -fopenmp -I/usr/include/eigen3)"
+fi
+dp="$(cpu_seconds "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1)"
+example="$(cpu_seconds "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
+           -I"$root/examples" "${mpi_flags[@]}")"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+verdict() { awk -v a="$1" -v t="$2" 'BEGIN{ if (a == "n/a") print "n/a"; else print (a <= t ? "met" : "not met") }'; }
+hello_ratio="$(ratio "$hello" "$eigen")"
+
+echo "$("$cxx" --version | head -1), $(nproc) cores; Thrust: $thrust_where; MPI: ${mpi_flags[*]:-none}"
+echo "flags: ${flags[*]//$root/.}"
+echo
+echo "| TU | CPU s | ratio | target | |"
+echo "| --- | ---: | ---: | --- | --- |"
+echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $hello | $hello_ratio x Eigen | <= 1.25x Eigen | $(verdict "$hello_ratio" 1.25) |"
+echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $eigen | 1.00 | | |"
+echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $dp | | | |"
+echo "| examples/multi_device_train.cpp (best of $example_runs) | $example | | <= 8 s | $(verdict "$example" 8) |"
+
+if ((tests)); then
+  build="$work/build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCUS_BUILD_TESTS=ON \
+        -DLOCUS_BUILD_EXAMPLES=ON -DLOCUS_TEST_VARIANTS="host;emulated" -DLOCUS_BUILD_BENCHMARKS=ON \
+        -DLOCUS_INSTALL=ON > "$work/configure.log" 2>&1 || { tail -30 "$work/configure.log" >&2; exit 1; }
+  /usr/bin/time -f '%e %U %S' -o "$work/time" cmake --build "$build" -j2 > "$work/build.log" 2>&1 || {
+    tail -30 "$work/build.log" >&2
+    exit 1
+  }
+  read -r wall user sys < "$work/time"
+  targets="$(grep -c '^\[' "$work/build.log" || true)"
+  echo "| tests, examples and benchmarks of the host preset from clean, -j2 ($targets build steps) | $(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.0f", u + s}') CPU, $(printf '%.0f' "$wall") wall | | | |"
+fi
