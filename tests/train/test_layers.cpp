@@ -85,7 +85,7 @@ TEST_CASE("layer models meet model_on for every device", "[train][ad]") {
   STATIC_REQUIRE(model_on<S, gpu<0>>);
   STATIC_REQUIRE(model_on<S, gpu<3>>);
 #endif
-  auto forward = [](const auto& p, const auto& x) {
+  [[maybe_unused]] auto forward = [](const auto& p, const auto& x) {
     const auto& [w, b] = p;
     return matmul(x, w) + b;
   };
