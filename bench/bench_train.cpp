@@ -135,11 +135,17 @@ int main(int argc, char** argv) {
   const double n = double(steps * 256);
   std::printf("one epoch: %zu steps of 256, median of %d epochs, %d host cores\n", steps, reps, backend::host_cores());
 
-  const double locus1 = epoch_seconds<sync_average, cpu>(train, reps, 0.1f);
-  const double by_hand = epoch_seconds<sync_average, cpu>(train, reps, 0.1f, {}, handwritten_mlp<float>({784, 256, 10}, 1));
+  // The three models' epochs interleaved (hand-written, ad, sequential, then again), so that a
+  // drift of the machine's speed falls on all three alike.
   namespace nn = locus::train::nn;
-  const double layered = epoch_seconds<sync_average, cpu>(train, reps, 0.1f, {},
-                                                          sequential{nn::dense(784, 256), nn::relu, nn::dense(256, 10)});
+  std::vector<double> t_hand, t_ad, t_seq;
+  for (int r = 0; r < reps; ++r) {
+    t_hand.push_back(epoch_seconds<sync_average, cpu>(train, 1, 0.1f, {}, handwritten_mlp<float>({784, 256, 10}, 1)));
+    t_ad.push_back(epoch_seconds<sync_average, cpu>(train, 1, 0.1f));
+    t_seq.push_back(epoch_seconds<sync_average, cpu>(train, 1, 0.1f, {},
+                                                     sequential{nn::dense(784, 256), nn::relu, nn::dense(256, 10)}));
+  }
+  const double by_hand = median(t_hand), locus1 = median(t_ad), layered = median(t_seq);
   locus_bench::header("gradients from locus::ad against the hand-written backward pass (sync_average, the cpu)",
                       {"model", "epoch s", "examples/sec", "/ hand-written", "target"});
   std::printf("| handwritten_mlp (backward pass by hand) | %.3f | %.0f | 1.00 | |\n", by_hand, n / by_hand);
