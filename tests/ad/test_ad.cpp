@@ -216,6 +216,9 @@ TEST_CASE("ad: errors name what is wrong", "[ad]") {
   CHECK_THROWS_AS(ad::grad([&](auto& a) { return sum(a + u); }, v), shape_error);
   ad::var<float, cpu, 0> empty;
   CHECK_THROWS_WITH(ad::backward(empty), Catch::Contains("default-constructed"));
+  CHECK_THROWS_WITH(ad::grad([&](auto& x) { return sum(x * empty); }, v), Catch::Contains("default-constructed var"));
+  tensor<float, cpu, 0> no_storage;
+  CHECK_THROWS_WITH(ad::grad([](auto& s) { return s * 2.f; }, no_storage), Catch::Contains("empty rank-0 tensor"));
   // A throwing step leaves nothing behind: the next call works.
   auto g = ad::grad([](auto& a) { return sum(a * a); }, v);
   CHECK(g.to_vector() == std::vector<float>{2.f, 2.f, 2.f});

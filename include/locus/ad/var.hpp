@@ -341,9 +341,20 @@ private:
 
 /// t as a parameter: a var whose value is a view of t (t must outlive it) and whose gradient
 /// ad::backward fills.
+namespace detail {
+/// A rank-0 operand reads its one element: one without storage would read through a null pointer.
+template <class V>
+void check_parameter(const V& v) {
+  if constexpr (V::rank == 0)
+    if (v.data() == nullptr)
+      throw shape_error("locus: ad::parameter: an empty rank-0 tensor (default-constructed or moved-from)");
+}
+}  // namespace detail
+
 template <class T, device D, int R>
 [[nodiscard]] var<T, D, R> parameter(const tensor<T, D, R>& t) {
   detail::check_differentiable<T>();
+  detail::check_parameter(t);
   auto s = std::make_shared<detail::step<T, D, R>>();
   s->value = t.view();
   s->requires_grad = true;
@@ -353,6 +364,7 @@ template <class T, device D, int R>
 template <class T, device D, int R>
 [[nodiscard]] var<T, D, R> parameter(const tensor_view<T, D, R>& t) {
   detail::check_differentiable<std::remove_const_t<T>>();
+  detail::check_parameter(t);
   auto s = std::make_shared<detail::step<std::remove_const_t<T>, D, R>>();
   s->value = t;
   s->requires_grad = true;
