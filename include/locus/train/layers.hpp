@@ -93,16 +93,20 @@ struct dense {
   }
 };
 
-/// A layer without parameters: an elementwise function.
-template <class F>
-struct activation {
-  F f;
+/// What a layer without parameters has for them: nothing.
+struct no_parameters {
   template <device D>
   using params = std::tuple<>;
   template <device D>
   [[nodiscard]] params<D> init(std::uint64_t) const {
     return {};
   }
+};
+
+/// A layer without parameters: an elementwise function.
+template <class F>
+struct activation : no_parameters {
+  F f;
   template <class X, class P>
   [[nodiscard]] auto operator()(X&& x, const P&, const pass&) const {
     return f(std::forward<X>(x));
@@ -132,17 +136,11 @@ inline constexpr activation<sigmoid_fn> sigmoid{};
 
 /// Training: each element kept with probability 1 - rate, scaled by 1 / (1 - rate). Predicting:
 /// the identity.
-struct dropout {
+struct dropout : no_parameters {
   double rate = 0.5;
   explicit dropout(double r) : rate(r) {
     if (!(r >= 0.0 && r < 1.0))
       throw config_error("locus: nn::dropout(" + std::to_string(r) + "): the rate must lie in [0, 1)");
-  }
-  template <device D>
-  using params = std::tuple<>;
-  template <device D>
-  [[nodiscard]] params<D> init(std::uint64_t) const {
-    return {};
   }
   template <class X, class P>
   [[nodiscard]] auto operator()(X&& x, const P&, const pass& c) const {
