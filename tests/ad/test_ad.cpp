@@ -115,6 +115,28 @@ TEMPLATE_LIST_TEST_CASE("ad: broadcasts: a row, a column, a scalar, and one var 
   check_gradients<T>(g, std::tie(square, row), fd_tol<T>(), 0);
 }
 
+TEMPLATE_LIST_TEST_CASE("ad: a gradient handed on as it is (a var added, or on the left of a subtraction)",
+                        "[ad]", float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  auto w = make<T, D, 2>(shape{3, 4}, random_values<T>(12, -1, 1, 20));
+  auto v = make<T, D, 2>(shape{3, 4}, random_values<T>(12, -1, 1, 21));
+  auto b = make<T, D, 1>(shape{4}, random_values<T>(4, -1, 1, 22));
+  auto s = make<T, D, 0>(shape<0>{}, {T(0.3)});
+  auto f = [](auto& p, int) {
+    auto& [x, y, r, k] = p;
+    auto h = ad::evaluate(x * y);                  // a var: the steps below read it directly
+    auto passed = ad::evaluate(h - col(sum<1>(y)));  // h's gradient is passed's, handed on
+    auto right = ad::evaluate(r - h);              // h on the right: negated, not handed on
+    auto twice = ad::evaluate(h + h * k);          // h twice: its derivative is 1 + k
+    auto param = ad::evaluate(x + y);              // a parameter handed the gradient directly
+    auto scalar = ad::evaluate(k + r);             // k (rank 0) is summed, not handed on
+    return sum(exp(passed) * T(0.5)) + sum(tanh(right)) + sum(twice * twice) + sum(sigmoid(param)) +
+           sum(scalar * scalar) + sum(x * x);  // x's gradient also reaches it from elsewhere
+  };
+  check_gradients<T>(f, std::tie(w, v, b, s), fd_tol<T>(), 0);
+}
+
 TEMPLATE_LIST_TEST_CASE("ad: sums and means, whole and along each axis", "[ad]", float_cases) {
   using D = typename TestType::device;
   using T = typename TestType::value;

@@ -162,7 +162,7 @@ TEST_CASE("sequential refuses layers that do not chain and batches of the wrong 
         "locus: sequential: a batch of 15 features for 16 inputs");
 }
 
-TEST_CASE("one mlp step: ad launches two kernels more than the hand-written backward pass", "[train][ad]") {
+TEST_CASE("one mlp step: ad launches as many kernels as the hand-written backward pass", "[train][ad]") {
   mlp<float> autodiff({784, 128, 64, 10}, 1);
   handwritten_mlp<float> by_hand({784, 128, 64, 10}, 1);
   const auto p = autodiff.init<cpu>();
@@ -171,11 +171,11 @@ TEST_CASE("one mlp step: ad launches two kernels more than the hand-written back
   const auto a = launches_of_step<cpu>(autodiff, p, x, y);
   const auto h = launches_of_step<cpu>(by_hand, p, x, y);
   // Hand-written: forward 8 (3 products, 3 bias(+relu) passes, the loss row kernel and its mean),
-  // backward 10 (3 weight products, 2 input products, 3 bias sums, 2 relu masks). ad: the same,
-  // plus the backward pass's seed (d loss / d loss = 1, a one-element fill) and one pass for the
-  // logits' gradient (the identity of `+ b`, written out).
+  // backward 10 (3 weight products, 2 input products, 3 bias sums, 2 relu masks). ad: the same;
+  // the seed d loss / d loss is never written (softmax_cross_entropy's kept gradient is the
+  // logits' gradient as it is) and the logits' gradient is handed to the product of `+ b` as it is.
   CHECK(h == 18);
-  CHECK(a == 20);
+  CHECK(a == 18);
 }
 
 TEST_CASE("after the first step a training step allocates nothing from the system", "[train][ad]") {

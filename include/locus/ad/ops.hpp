@@ -114,7 +114,7 @@ auto reduce_step(N n, bool is_mean) {
     else if constexpr (Axis == 1) count = n.shape()[1];
     const T scale = is_mean && count != 0 ? T(1) / static_cast<T>(count) : T(1);
     s->back = [n, scale](step<T, D, R>& self) {
-      const expr::leaf<T, D, R> g{std::as_const(self.grad).view()};
+      const expr::leaf<T, D, R> g{self.upstream()};
       const auto scaled = [&](auto up) {
         return expr::node<ops::mul, decltype(up), expr::scalar<T>>(ops::mul{}, up, expr::scalar<T>{scale});
       };
@@ -158,7 +158,7 @@ template <class A, class B>
   s->requires_grad = va.requires_grad() || vb.requires_grad();
   if (s->requires_grad) {
     s->back = [va = va, ta = ta, vb = vb, tb = tb](detail::step<T, D, 2>& self) {
-      const tensor_view<const T, D, 2> g = std::as_const(self.grad).view();
+      const tensor_view<const T, D, 2> g = self.upstream();
       // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g; a transposed operand's gradient
       // is the transpose of that, written directly by swapping the product's operands.
       if (va.requires_grad()) {
@@ -218,7 +218,7 @@ template <class E, class L, device D>
       if (self.grad_is_one) {
         z.step()->accumulate(std::move(*dz));  // d loss / d loss is 1: the kept gradient as it is
       } else {
-        z.step()->accumulate(on<D>(*dz * self.grad));
+        z.step()->accumulate(on<D>(*dz * self.upstream()));
       }
     };
   }

@@ -72,12 +72,26 @@ struct step final : step_base {
   tensor<T, D, R> grad;
   bool has_grad = false;
   bool grad_is_one = false;           ///< the seed of the backward pass: d loss / d loss
+  bool seed_pending = false;          ///< grad_is_one, and the 1 not written yet (a step that reads
+                                      ///< grad_is_one never writes it: softmax_cross_entropy)
   std::function<void(step&)> back;    ///< empty for parameters and constants
+
+  /// The gradient of this step's value, the seed written out first if it is still pending.
+  tensor_view<const T, D, R> upstream() {
+    write_seed();
+    return std::as_const(grad).view();
+  }
+  void write_seed() {
+    if (!seed_pending) return;
+    grad = tensor<T, D, R>(value.shape(), T(1));
+    seed_pending = false;
+  }
 
   void accumulate(tensor<T, D, R>&& g) {
     if (!(g.shape() == value.shape()))
       throw shape_error("locus: ad: internal: a gradient of shape " + g.shape().str() + " for a value of shape " +
                         value.shape().str());
+    write_seed();
     if (!has_grad) {
       grad = std::move(g);
       has_grad = true;
@@ -94,6 +108,7 @@ struct step final : step_base {
     grad = tensor<T, D, R>{};
     has_grad = false;
     grad_is_one = false;
+    seed_pending = false;
   }
 };
 
@@ -250,7 +265,7 @@ tensor<T, D, RV> reduce_to(const C& c, spread k) {
 /// reads: one fused kernel per (var, spread), a reduction over the broadcast axis where it was
 /// spread as a row, column or scalar.
 template <device D, class N, class G>
-void push_gradients(const N& n, const G& g) {
+void push_gradients(const N& n, const G& g, const step_base* skip = nullptr) {
   std::vector<std::pair<const step_base*, spread>> done;
   auto one = [&](const auto& v, spread k) {
     using V = std::remove_cvref_t<decltype(v)>;
@@ -258,7 +273,7 @@ void push_gradients(const N& n, const G& g) {
     constexpr int RV = V::rank;
     static_assert(RV == N::rank || RV == 0 || (RV == 1 && N::rank == 2), "locus: ad: internal: an operand's rank");
     const step_base* target = v.step_ptr();
-    if (!target->requires_grad) return;
+    if (!target->requires_grad || target == skip) return;
     for (const auto& [p, kind] : done)
       if (p == target && kind == k) return;
     done.emplace_back(target, k);
@@ -268,6 +283,41 @@ void push_gradients(const N& n, const G& g) {
     v.step()->accumulate(std::move(c));
   };
   for_each_var(n, one, spread::same);
+}
+
+/// The child of n whose gradient is n's own gradient unchanged, or -1: a var of n's rank and
+/// element type added to something (`matmul(h, W) + b`: the product's gradient is the logits'),
+/// or the left side of a subtraction. evaluate's backward hands it the gradient tensor itself
+/// (no kernel) when it is the only place the var appears in n.
+template <class N>
+constexpr int pass_through_child() {
+  if constexpr (is_node_v<N>) {
+    using Op = std::remove_cvref_t<decltype(std::declval<const N&>().op)>;
+    using Ch = std::remove_cvref_t<decltype(std::declval<const N&>().children)>;
+    if constexpr ((std::is_same_v<Op, ops::add> || std::is_same_v<Op, ops::sub>) && std::tuple_size_v<Ch> == 2) {
+      using A = std::tuple_element_t<0, Ch>;
+      using B = std::tuple_element_t<1, Ch>;
+      using T = typename N::value_type;
+      if constexpr (is_var_v<A> && A::rank == N::rank && std::is_same_v<typename A::value_type, T>) return 0;
+      else if constexpr (std::is_same_v<Op, ops::add> && is_var_v<B> && B::rank == N::rank &&
+                         std::is_same_v<typename B::value_type, T>)
+        return 1;
+      else return -1;
+    } else {
+      return -1;
+    }
+  } else {
+    return -1;
+  }
+}
+
+/// How many times n reads the var of step `target` element by element.
+template <class N>
+int occurrences(const N& n, const step_base* target) {
+  int count = 0;
+  auto f = [&](const auto& v, spread) { count += v.step_ptr() == target ? 1 : 0; };
+  for_each_var(n, f, spread::same);
+  return count;
 }
 
 template <class T>
@@ -299,13 +349,15 @@ public:
   [[nodiscard]] bool requires_grad() const { return checked().requires_grad; }
   /// The gradient after ad::backward: zeros of the value's shape when none reached it.
   [[nodiscard]] tensor<T, D, R> grad() const {
-    const auto& s = checked();
+    auto& s = checked();
+    s.write_seed();
     if (s.has_grad) return s.grad.clone();
     return tensor<T, D, R>(s.value.shape(), T(0));
   }
   /// The gradient, moved out (no copy); the var has none afterwards.
   [[nodiscard]] tensor<T, D, R> take_grad() {
     auto& s = checked();
+    s.write_seed();
     tensor<T, D, R> g = s.has_grad ? std::move(s.grad) : tensor<T, D, R>(s.value.shape(), T(0));
     s.grad = tensor<T, D, R>{};
     s.has_grad = false;
@@ -403,7 +455,18 @@ template <class E>
     detail::for_each_var(n, collect, detail::spread::same);
     if (s->requires_grad)
       s->back = [n](detail::step<T, D, R>& self) {
-        detail::push_gradients<D>(n, expr::leaf<T, D, R>{std::as_const(self.grad).view()});
+        const expr::leaf<T, D, R> g{self.upstream()};
+        constexpr int k = detail::pass_through_child<N>();
+        if constexpr (k >= 0) {
+          const auto& v = std::get<k>(n.children);
+          if (v.requires_grad() && detail::occurrences(n, v.step_ptr()) == 1) {
+            detail::push_gradients<D>(n, g, v.step_ptr());  // the other operands first: they read g
+            v.step()->accumulate(std::move(self.grad));     // then the gradient itself, no kernel
+            self.has_grad = false;
+            return;
+          }
+        }
+        detail::push_gradients<D>(n, g);
       };
     return var<T, D, R>(std::move(s));
   }
@@ -417,8 +480,12 @@ void backward(const var<T, D, 0>& loss) {
   auto* root = loss.step();
   if (root == nullptr) throw shape_error("locus: ad: backward of a default-constructed var");
   if (!root->requires_grad) return;  // no parameter reached: every gradient is zero
-  root->accumulate(tensor<T, D, 0>(shape<0>{}, T(1)));
+  // The seed d loss / d loss = 1 is written only if the root's backward reads it as a tensor
+  // (softmax_cross_entropy's does not: its kept gradient is the answer as it is).
+  root->has_grad = true;
   root->grad_is_one = true;
+  root->seed_pending = true;
+  if (root->is_parameter || !root->back) root->write_seed();
   std::vector<detail::step_base*> steps{root};
   std::unordered_set<const detail::step_base*> seen{root};
   for (std::size_t i = 0; i < steps.size(); ++i)
