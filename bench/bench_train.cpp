@@ -145,13 +145,20 @@ int main(int argc, char** argv) {
     t_seq.push_back(epoch_seconds<sync_average, cpu>(train, 1, 0.1f, {},
                                                      sequential{nn::dense(784, 256), nn::relu, nn::dense(256, 10)}));
   }
-  const double by_hand = median(t_hand), locus1 = median(t_ad), layered = median(t_seq);
+  const double by_hand = median(t_hand), locus1 = median(t_ad);
+  // The best epoch beside the median: on a machine shared with other work an epoch is only ever
+  // slowed down, so the fastest of the interleaved epochs is the steadier estimate of the cost.
+  const auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   locus_bench::header("gradients from locus::ad against the hand-written backward pass (sync_average, the cpu)",
-                      {"model", "epoch s", "examples/sec", "/ hand-written", "target"});
-  std::printf("| handwritten_mlp (backward pass by hand) | %.3f | %.0f | 1.00 | |\n", by_hand, n / by_hand);
-  std::printf("| mlp (forward only, locus::ad) | %.3f | %.0f | %.3f | <= 1.05 |\n", locus1, n / locus1, locus1 / by_hand);
-  std::printf("| sequential{dense, relu, dense} (locus::ad) | %.3f | %.0f | %.3f | <= 1.05 |\n", layered, n / layered,
-              layered / by_hand);
+                      {"model", "median epoch s", "best epoch s", "examples/sec", "/ hand-written (median)",
+                       "/ hand-written (best)", "target"});
+  const auto ad_row = [&](const char* model, const std::vector<double>& t) {
+    std::printf("| %s | %.3f | %.3f | %.0f | %.3f | %.3f | %s |\n", model, median(t), best(t), n / median(t),
+                median(t) / by_hand, best(t) / best(t_hand), &t == &t_hand ? "" : "<= 1.05");
+  };
+  ad_row("handwritten_mlp (backward pass by hand)", t_hand);
+  ad_row("mlp (forward only, locus::ad)", t_ad);
+  ad_row("sequential{dense, relu, dense} (locus::ad)", t_seq);
 
   locus_bench::header("locus (mlp on locus::ad, sync_average, 1 device) against the baselines",
                       {"baseline", "baseline s", "locus s", "locus examples/sec", "locus / baseline time", "target"});
