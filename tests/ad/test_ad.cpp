@@ -175,6 +175,24 @@ TEMPLATE_LIST_TEST_CASE("ad: matmul with every transposition, and softmax cross-
   check_gradients<T>(loss, std::tie(b, bias), fd_tol<T>(), x, labels);
 }
 
+TEST_CASE("ad: backward twice adds to the parameters' gradients, a parameter as the loss included", "[ad]") {
+  tensor<double, cpu, 1> w{1.0, -2.0};
+  tensor<double, cpu, 0> k(shape<0>{}, 3.0);
+  auto W = ad::parameter(w);
+  auto K = ad::parameter(k);
+  const auto loss = ad::evaluate(sum(W * W) * K);  // a step whose backward reads the seed
+  ad::backward(loss);
+  CHECK(W.grad().to_vector() == std::vector<double>{6.0, -12.0});
+  CHECK(K.grad().item() == 5.0);
+  ad::backward(loss);  // the steps' own gradients were freed; the parameters' add up
+  CHECK(W.grad().to_vector() == std::vector<double>{12.0, -24.0});
+  CHECK(K.grad().item() == 10.0);
+  ad::backward(K);  // the loss is the parameter itself: d K / d K = 1, added
+  CHECK(K.grad().item() == 11.0);
+  ad::backward(K);
+  CHECK(K.grad().item() == 12.0);
+}
+
 TEST_CASE("ad: a gradient is a tensor on its parameter's device, of its parameter's type", "[ad]") {
 #if LOCUS_HAS_GPUS
   using D = gpu<1>;

@@ -482,10 +482,13 @@ void backward(const var<T, D, 0>& loss) {
   if (!root->requires_grad) return;  // no parameter reached: every gradient is zero
   // The seed d loss / d loss = 1 is written only if the root's backward reads it as a tensor
   // (softmax_cross_entropy's does not: its kept gradient is the answer as it is).
-  root->has_grad = true;
-  root->grad_is_one = true;
-  root->seed_pending = true;
-  if (root->is_parameter || !root->back) root->write_seed();
+  if (root->has_grad || !root->back) {
+    root->accumulate(tensor<T, D, 0>(shape<0>{}, T(1)));  // a parameter's: added to what it holds
+  } else {
+    root->has_grad = true;
+    root->grad_is_one = true;
+    root->seed_pending = true;
+  }
   std::vector<detail::step_base*> steps{root};
   std::unordered_set<const detail::step_base*> seen{root};
   for (std::size_t i = 0; i < steps.size(); ++i)
