@@ -175,7 +175,9 @@ TEMPLATE_LIST_TEST_CASE("ad: matmul with every transposition, and softmax cross-
   check_gradients<T>(loss, std::tie(b, bias), fd_tol<T>(), x, labels);
 }
 
-TEST_CASE("ad: backward twice adds to the parameters' gradients, a parameter as the loss included", "[ad]") {
+TEST_CASE("ad: backward twice adds to the parameters' gradients (a parameter as the loss too), and is refused "
+          "through softmax_cross_entropy",
+          "[ad]") {
   tensor<double, cpu, 1> w{1.0, -2.0};
   tensor<double, cpu, 0> k(shape<0>{}, 3.0);
   auto W = ad::parameter(w);
@@ -187,10 +189,25 @@ TEST_CASE("ad: backward twice adds to the parameters' gradients, a parameter as 
   ad::backward(loss);  // the steps' own gradients were freed; the parameters' add up
   CHECK(W.grad().to_vector() == std::vector<double>{12.0, -24.0});
   CHECK(K.grad().item() == 10.0);
+  // softmax cross-entropy hands its kept gradient on: a second backward through it is refused,
+  // before any gradient changes.
+  tensor<double, cpu, 2> z{{1.0, 2.0}, {0.5, -1.0}};
+  tensor<std::int32_t, cpu> labels{1, 0};
+  auto Z = ad::parameter(z);
+  const auto ce = softmax_cross_entropy(Z * K, labels);
+  ad::backward(ce);
+  const auto dz = Z.grad().to_vector();
+  const double dk = K.grad().item();
+  CHECK(dk != 10.0);
+  CHECK_THROWS_WITH(ad::backward(ce), "locus: ad: backward through softmax_cross_entropy a second time: its kept "
+                                      "gradient was handed on by the first; compute the loss again");
+  CHECK(Z.grad().to_vector() == dz);
+  CHECK(K.grad().item() == dk);
+  CHECK(K.take_grad().item() == dk);
   ad::backward(K);  // the loss is the parameter itself: d K / d K = 1, added
-  CHECK(K.grad().item() == 11.0);
+  CHECK(K.grad().item() == 1.0);
   ad::backward(K);
-  CHECK(K.grad().item() == 12.0);
+  CHECK(K.grad().item() == 2.0);
 }
 
 TEST_CASE("ad: a gradient is a tensor on its parameter's device, of its parameter's type", "[ad]") {

@@ -215,6 +215,10 @@ template <class E, class L, device D>
   if (s->requires_grad) {
     auto dz = std::make_shared<tensor<T, D, 2>>(std::move(r.gradient));
     s->back = [z, dz](detail::step<T, D, 0>& self) {
+      // The kept gradient is handed on (moved) by the first backward through this loss.
+      if (!(dz->shape() == z.value().shape()))
+        throw shape_error("locus: ad: backward through softmax_cross_entropy a second time: its kept gradient "
+                          "was handed on by the first; compute the loss again");
       if (self.grad_is_one) {
         z.step()->accumulate(std::move(*dz));  // d loss / d loss is 1: the kept gradient as it is
       } else {
