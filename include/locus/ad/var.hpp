@@ -391,8 +391,6 @@ private:
   std::shared_ptr<detail::step<T, D, R>> step_;
 };
 
-/// t as a parameter: a var whose value is a view of t (t must outlive it) and whose gradient
-/// ad::backward fills.
 namespace detail {
 /// A rank-0 operand reads its one element: one without storage would read through a null pointer.
 template <class V>
@@ -403,6 +401,8 @@ void check_parameter(const V& v) {
 }
 }  // namespace detail
 
+/// t as a parameter: a var whose value is a view of t (t must outlive it) and whose gradient
+/// ad::backward fills.
 template <class T, device D, int R>
 [[nodiscard]] var<T, D, R> parameter(const tensor<T, D, R>& t) {
   detail::check_differentiable<T>();
