@@ -10,7 +10,9 @@
 # CUDA Toolkit's CCCL (/usr/local/cuda/include/cccl), or Debian's Thrust in /usr/include without the
 # toolkit; -fopenmp; LOCUS_HAS_CBLAS, LOCUS_HAS_ZLIB; LOCUS_EMULATE_GPUS=1 (the emulated variant) for
 # the TUs that name gpu<N>; MPI's include folders for the example when mpicxx is there. Each TU is
-# compiled (-c) best of N times (default 3; the example once: --example-runs to change).
+# compiled (-c) best of N times (default 3; the example once: --example-runs to change). Beside the
+# seconds: the object's text in KB (`size`), which measures what was generated and, unlike the
+# seconds on a shared machine, does not move with the load: compare cuts by it.
 #
 # Usage: bench/compile_time.sh [--runs N] [--example-runs N] [--tests] [--cxx g++]
 #   --tests   also configure the host preset's tests and examples into a temporary build folder and
@@ -29,7 +31,7 @@ while (($#)); do
     --example-runs) example_runs="$2"; shift 2 ;;
     --tests) tests=1; shift ;;
     --cxx) cxx="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compile_time.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -99,6 +101,7 @@ cpu_seconds() {
       return 1
     }
     t="$(awk '{printf "%.2f", $1 + $2}' "$work/time")"
+    size "$work/out.o" | awk 'NR == 2 {printf "%.1f", $1 / 1000}' > "$work/$(basename "$src" .cpp).text"
     if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN{exit !(a < b)}'; then best="$t"; fi
   done
   echo "$best"
@@ -116,16 +119,17 @@ example="$(cpu_seconds "$example_runs" "$root/examples/multi_device_train.cpp" "
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 verdict() { awk -v a="$1" -v t="$2" 'BEGIN{ if (a == "n/a") print "n/a"; else print (a <= t ? "met" : "not met") }'; }
 hello_ratio="$(ratio "$hello" "$eigen")"
+text() { cat "$work/$1.text" 2> /dev/null || echo "n/a"; }
 
 echo "$("$cxx" --version | head -1), $(nproc) cores; Thrust: $thrust_where; MPI: ${mpi_flags[*]:-none}"
 echo "flags: ${flags[*]//$root/.}"
 echo
-echo "| TU | CPU s | ratio | target | |"
-echo "| --- | ---: | ---: | --- | --- |"
-echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $hello | $hello_ratio x Eigen | <= 1.25x Eigen | $(verdict "$hello_ratio" 1.25) |"
-echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $eigen | 1.00 | | |"
-echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $dp | | | |"
-echo "| examples/multi_device_train.cpp (best of $example_runs) | $example | | <= 8 s | $(verdict "$example" 8) |"
+echo "| TU | CPU s | ratio | target | | object text KB |"
+echo "| --- | ---: | ---: | --- | --- | ---: |"
+echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $hello | $hello_ratio x Eigen | <= 1.25x Eigen | $(verdict "$hello_ratio" 1.25) | $(text hello) |"
+echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $eigen | 1.00 | | | $(text eigen) |"
+echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $dp | | | | $(text data_parallel) |"
+echo "| examples/multi_device_train.cpp (best of $example_runs) | $example | | <= 8 s | $(verdict "$example" 8) | $(text multi_device_train) |"
 
 if ((tests)); then
   build="$work/build"
@@ -138,5 +142,5 @@ if ((tests)); then
   }
   read -r wall user sys < "$work/time"
   targets="$(grep -c '^\[' "$work/build.log" || true)"
-  echo "| tests, examples and benchmarks of the host preset from clean, -j2 ($targets build steps) | $(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.0f", u + s}') CPU, $(printf '%.0f' "$wall") wall | | | |"
+  echo "| tests, examples and benchmarks of the host preset from clean, -j2 ($targets build steps) | $(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.0f", u + s}') CPU, $(printf '%.0f' "$wall") wall | | | | |"
 fi

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -373,6 +374,30 @@ const char* op_type() {
   if constexpr (requires { Op::type; }) return Op::type;
   else return "Map";
 }
+
+/// The extents of one operand (none for a scalar), for the message below.
+struct extents_ref {
+  const std::size_t* data;
+  std::size_t rank;
+  template <std::size_t R>
+  extents_ref(const std::array<std::size_t, R>& e) noexcept : data(e.data()), rank(R) {}  // NOLINT: implicit
+};
+
+/// The shape error of an elementwise node whose operands do not agree: one function for every node
+/// type (the message is built only when it is thrown, and compiled once, not once per expression).
+[[noreturn]] inline void throw_operand_mismatch(const char* op, int rank, std::initializer_list<extents_ref> operands) {
+  std::string all;
+  for (const extents_ref& e : operands) {
+    if (e.rank == 0) continue;
+    all += all.empty() ? "[" : " and [";
+    for (std::size_t i = 0; i < e.rank; ++i) all += (i ? ", " : "") + std::to_string(e.data[i]);
+    all += "]";
+  }
+  throw shape_error(std::string("locus: ") + op + ": operand shapes " + all +
+                    (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "
+                                 "col(v) is a column and must match the rows)"
+                               : " do not match"));
+}
 }  // namespace detail
 
 /// Op applied elementwise to the children Cs (1 to 3 of them). Broadcasting: rank-0 children
@@ -449,26 +474,14 @@ private:
       }
     };
     std::apply([&](const auto&... c) { (one(c), ...); }, children);
-    if (mismatch) throw_mismatch();  // the message is built only when it is needed
+    if (mismatch)  // the message is built only when it is needed
+      std::apply(
+          [](const auto&... c) { detail::throw_operand_mismatch(detail::op_name<Op>(), rank, {c.shape().extents...}); },
+          children);
     if constexpr (rank > 0)
       for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
         if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
     return locus::shape<rank>(ext);
-  }
-
-  [[noreturn]] void throw_mismatch() const {
-    std::string all;
-    std::apply(
-        [&](const auto&... c) {
-          ((std::remove_cvref_t<decltype(c)>::rank > 0 ? (void)(all += (all.empty() ? "" : " and ") + c.shape().str())
-                                                       : (void)0),
-           ...);
-        },
-        children);
-    throw shape_error(std::string("locus: ") + detail::op_name<Op>() + ": operand shapes " + all +
-                      (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "
-                                   "col(v) is a column and must match the rows)"
-                                 : " do not match"));
   }
 };
 

@@ -54,6 +54,10 @@ const auto& leaf_of(const X& x) {
 }
 template <class X>
 constexpr bool is_memory_leaf = requires { typename X::device_type; } && !requires { X::is_column; };
+/// One function for every product type: the message is compiled once, not once per product.
+[[noreturn]] inline void throw_inner_mismatch(const std::string& a, bool ta, const std::string& b, bool tb) {
+  throw shape_error("locus: matmul: the inner extents differ: " + a + (ta ? "^T" : "") + " x " + b + (tb ? "^T" : ""));
+}
 }  // namespace detail
 
 /// transpose(x) for matmul: a rank-2 tensor, view or expression (an expression is staged first).
@@ -86,9 +90,7 @@ struct matmul_expr {
   bool accumulate = false;
 
   matmul_expr(LA a_, LB b_, bool acc = false) : a(std::move(a_)), b(std::move(b_)), accumulate(acc) {
-    if (inner_a() != inner_b())
-      throw shape_error("locus: matmul: the inner extents differ: " + a.shape().str() + (ta ? "^T" : "") + " x " +
-                        b.shape().str() + (tb ? "^T" : ""));
+    if (inner_a() != inner_b()) detail::throw_inner_mismatch(a.shape().str(), ta, b.shape().str(), tb);
   }
 
   [[nodiscard]] locus::shape<2> shape() const {

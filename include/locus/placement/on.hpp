@@ -221,11 +221,17 @@ void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   with_staged<D>(n, [&](const auto& m) { write_into<D>(m, dst); });
 }
 
+[[noreturn]] inline void throw_destination_mismatch(const std::string& destination, const std::string& expression) {
+  throw shape_error("locus: assignment: the destination has shape " + destination + ", the expression " + expression);
+}
+[[noreturn]] inline void throw_empty_rank0_view() {
+  throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from tensor): "
+                    "assign the tensor itself");
+}
+
 template <class N>
 void check_destination_shape(const N& n, const auto& dst_shape) {
-  if (!(n.shape() == dst_shape))
-    throw shape_error("locus: assignment: the destination has shape " + dst_shape.str() + ", the expression " +
-                      n.shape().str());
+  if (!(n.shape() == dst_shape)) throw_destination_mismatch(dst_shape.str(), n.shape().str());
 }
 
 /// Which device node N runs on under Policy when bound to D, and whether it is allowed.
@@ -312,9 +318,7 @@ void assign(Dst& dst, E&& e) {
     if constexpr (is_tensor<Dst>::value) out = fresh ? fresh->view() : dst.view();
     else out = dst;
     check_destination_shape(n, out.shape());
-    if (out.size() != n.shape().size())  // a rank-0 view of an empty rank-0 tensor
-      throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from "
-                        "tensor): assign the tensor itself");
+    if (out.size() != n.shape().size()) throw_empty_rank0_view();  // a rank-0 view of an empty rank-0 tensor
     const log_entry entry;  // the copies implicit_transfers makes and the nodes: one evaluation
     // An operand that shares memory with the destination other than element for element (a shifted
     // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
