@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile time of locus against its targets (issue 15): prints a markdown table of the CPU seconds
 # (user + sys of the compiler, children included) that g++ -O2 -std=c++20 takes for
-#   hello              a TU that includes <locus/locus.hpp> and prints on<cpu>(a + b * 2.f)
+#   hello              a TU that includes <locus/locus.hpp> and prints on<cpu>(a + b * 2.f); again
+#                      with LOCUS_SEPARATE_RUNTIME=1 (README: the run-time part compiled once)
 #   eigen              Eigen Tensor's equivalent: Eigen::Tensor<float, 1> c = a + b * 2.f
 #   data_parallel      a TU that builds train::data_parallel<sync_average, gpu<0>, gpu<1>> over the
 #                      built-in mlp and calls fit
@@ -14,7 +15,9 @@
 # seconds: the object's text in KB (`size`), which measures what was generated and, unlike the
 # seconds on a shared machine, does not move with the load: compare cuts by it.
 #
-# Usage: bench/compile_time.sh [--runs N] [--example-runs N] [--tests] [--cxx g++]
+# Usage: bench/compile_time.sh [--runs N] [--example-runs N] [--against REV] [--tests] [--cxx g++]
+#   --against REV  also compile each locus TU from git revision REV's include/ and examples/, in
+#             turn with this tree's (one, then the other, N times), and print the two side by side.
 #   --tests   also configure the host preset's tests and examples into a temporary build folder and
 #             build them from clean with -j2 (cmake --build), reporting wall and CPU seconds.
 # Run it from anywhere; it writes only to a temporary folder, removed at the end.
@@ -24,6 +27,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=3
 example_runs=1
 tests=0
+against=""
 cxx="${CXX:-g++}"
 while (($#)); do
   case "$1" in
@@ -31,13 +35,23 @@ while (($#)); do
     --example-runs) example_runs="$2"; shift 2 ;;
     --tests) tests=1; shift ;;
     --cxx) cxx="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --against) against="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compile_time.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/locus-compile-time.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
+base="$work/base"
+if [ -n "$against" ]; then
+  git -C "$root" rev-parse --verify --quiet "$against^{commit}" > /dev/null || {
+    echo "compile_time.sh: --against $against: not a commit of $root" >&2
+    exit 2
+  }
+  mkdir -p "$base"
+  git -C "$root" archive "$against" include examples | tar -x -C "$base"
+fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 thrust_include=()
@@ -89,47 +103,67 @@ int main() {
 }
 EOF
 
-# cpu_seconds N file flags...: the least user + sys seconds of N compiles of file to an object.
-cpu_seconds() {
-  local n="$1" src="$2"
+# one_compile TAG src flags...: compiles src to an object once; appends the compiler's CPU seconds
+# (user + sys) to $work/TAG.cpu and writes the object's text size in KB to $work/TAG.text.
+one_compile() {
+  local tag="$1" src="$2"
   shift 2
-  local best="" t
-  for ((i = 0; i < n; ++i)); do
-    /usr/bin/time -f '%U %S' -o "$work/time" "$cxx" "$@" -c "$src" -o "$work/out.o" 2> "$work/err" || {
-      echo "compile_time.sh: $cxx failed on $src:" >&2
-      head -30 "$work/err" >&2
-      return 1
-    }
-    t="$(awk '{printf "%.2f", $1 + $2}' "$work/time")"
-    size "$work/out.o" | awk 'NR == 2 {printf "%.1f", $1 / 1000}' > "$work/$(basename "$src" .cpp).text"
-    if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN{exit !(a < b)}'; then best="$t"; fi
-  done
-  echo "$best"
+  /usr/bin/time -f '%U %S' -o "$work/time" "$cxx" "$@" -c "$src" -o "$work/out.o" 2> "$work/err" || {
+    echo "compile_time.sh: $cxx failed on $src:" >&2
+    head -30 "$work/err" >&2
+    return 1
+  }
+  awk '{printf "%.2f\n", $1 + $2}' "$work/time" >> "$work/$tag.cpu"
+  size "$work/out.o" | awk 'NR == 2 {printf "%.1f", $1 / 1000}' > "$work/$tag.text"
 }
-
-hello="$(cpu_seconds "$runs" "$work/hello.cpp" "${flags[@]}")"
-eigen="n/a"
-if [ -f /usr/include/eigen3/unsupported/Eigen/CXX11/Tensor ]; then
-  eigen="$(cpu_seconds "$runs" "$work/eigen.cpp" -std=c++20 -O2 -DNDEBUG -fopenmp -I/usr/include/eigen3)"
-fi
-dp="$(cpu_seconds "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1)"
-example="$(cpu_seconds "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
-           -I"$root/examples" "${mpi_flags[@]}")"
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
-verdict() { awk -v a="$1" -v t="$2" 'BEGIN{ if (a == "n/a") print "n/a"; else print (a <= t ? "met" : "not met") }'; }
-hello_ratio="$(ratio "$hello" "$eigen")"
+# measure TAG N src flags...: N compiles of this tree's TU and, with --against, N of the baseline's
+# (the same TU from the exported revision: this tree's path under $root becomes $base), one after
+# the other, so that both see the same load.
+measure() {
+  local tag="$1" n="$2" src="$3"
+  shift 3
+  for ((i = 0; i < n; ++i)); do
+    one_compile "$tag" "$src" "$@"
+    if [ -n "$against" ]; then one_compile "$tag.base" "${src/#$root/$base}" "${@//$root/$base}"; fi
+  done
+}
+best() { if [ -f "$work/$1.cpu" ]; then sort -n "$work/$1.cpu" | head -1; else echo "n/a"; fi; }
 text() { cat "$work/$1.text" 2> /dev/null || echo "n/a"; }
+
+measure hello "$runs" "$work/hello.cpp" "${flags[@]}"
+if [ -f /usr/include/eigen3/unsupported/Eigen/CXX11/Tensor ]; then
+  against="" measure eigen "$runs" "$work/eigen.cpp" -std=c++20 -O2 -DNDEBUG -fopenmp -I/usr/include/eigen3
+fi
+measure hello_separate "$runs" "$work/hello.cpp" "${flags[@]}" -DLOCUS_SEPARATE_RUNTIME=1
+measure data_parallel "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1
+measure example "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
+        -I"$root/examples" "${mpi_flags[@]}"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+verdict() { awk -v a="$1" -v t="$2" 'BEGIN{ if (a == "n/a") print "n/a"; else print (a <= t ? "met" : "not met") }'; }
+hello_ratio="$(ratio "$(best hello)" "$(best eigen)")"
+separate_ratio="$(ratio "$(best hello_separate)" "$(best eigen)")"
 
 echo "$("$cxx" --version | head -1), $(nproc) cores; Thrust: $thrust_where; MPI: ${mpi_flags[*]:-none}"
 echo "flags: ${flags[*]//$root/.}"
 echo
 echo "| TU | CPU s | ratio | target | | object text KB |"
 echo "| --- | ---: | ---: | --- | --- | ---: |"
-echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $hello | $hello_ratio x Eigen | <= 1.25x Eigen | $(verdict "$hello_ratio" 1.25) | $(text hello) |"
-echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $eigen | 1.00 | | | $(text eigen) |"
-echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $dp | | | | $(text data_parallel) |"
-echo "| examples/multi_device_train.cpp (best of $example_runs) | $example | | <= 8 s | $(verdict "$example" 8) | $(text multi_device_train) |"
+echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $(best hello) | $hello_ratio x Eigen | <= 1.25x Eigen | $(verdict "$hello_ratio" 1.25) | $(text hello) |"
+echo "| hello, \`LOCUS_SEPARATE_RUNTIME=1\` (the run-time part compiled elsewhere, once) | $(best hello_separate) | $separate_ratio x Eigen | <= 1.25x Eigen | $(verdict "$separate_ratio" 1.25) | $(text hello_separate) |"
+echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $(best eigen) | 1.00 | | | $(text eigen) |"
+echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $(best data_parallel) | | | | $(text data_parallel) |"
+echo "| examples/multi_device_train.cpp (best of $example_runs) | $(best example) | | <= 8 s | $(verdict "$(best example)" 8) | $(text example) |"
+if [ -n "$against" ]; then
+  echo
+  echo "Against $against ($(git -C "$root" rev-parse --short "$against")), compiled in turn with this tree's TUs:"
+  echo
+  echo "| TU | CPU s, $against | CPU s, this tree | ratio | text KB, $against | text KB, this tree | ratio |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for tag in hello hello_separate data_parallel example; do
+    echo "| $tag | $(best "$tag.base") | $(best "$tag") | $(ratio "$(best "$tag")" "$(best "$tag.base")") | $(text "$tag.base") | $(text "$tag") | $(ratio "$(text "$tag")" "$(text "$tag.base")") |"
+  done
+fi
 
 if ((tests)); then
   build="$work/build"

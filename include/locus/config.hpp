@@ -32,6 +32,23 @@
 
 #define LOCUS_HAS_GPUS (LOCUS_HAS_CUDA || LOCUS_EMULATE_GPUS)
 
+// The run-time part (the device registry, the placement log): header-only by default, compiled
+// in every translation unit that uses it. A program of many translation units may instead compile
+// it once: define LOCUS_SEPARATE_RUNTIME=1 for all of them and build one more source file that
+// defines LOCUS_RUNTIME_IMPLEMENTATION before including <locus/runtime.hpp> (README: "Compile
+// time"). LOCUS_RUNTIME_DEFINITIONS says whether this translation unit defines it, and
+// LOCUS_RUNTIME_INLINE how.
+#if defined(LOCUS_RUNTIME_IMPLEMENTATION)
+#  define LOCUS_RUNTIME_DEFINITIONS 1
+#  define LOCUS_RUNTIME_INLINE
+#elif defined(LOCUS_SEPARATE_RUNTIME) && LOCUS_SEPARATE_RUNTIME
+#  define LOCUS_RUNTIME_DEFINITIONS 0
+#  define LOCUS_RUNTIME_INLINE
+#else
+#  define LOCUS_RUNTIME_DEFINITIONS 1
+#  define LOCUS_RUNTIME_INLINE inline
+#endif
+
 // Host builds evaluate through Thrust's OpenMP system (sequential CPP system without OpenMP).
 // The device system must be known before the first Thrust header; locus always passes explicit
 // execution policies, so this only keeps Thrust's generic headers away from CUDA.

@@ -36,14 +36,19 @@ public:
 /// A device allocation that failed or whose byte count overflows; names the device and the bytes.
 class allocation_error : public device_error {
 public:
-  allocation_error(const std::string& device, std::size_t bytes, const std::string& why)
-      : device_error("locus: cannot allocate " + std::to_string(bytes) + " bytes on " + device + ": " + why),
-        bytes_(bytes) {}
+  allocation_error(const std::string& device, std::size_t bytes, const std::string& why);
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
 private:
   std::size_t bytes_;
 };
+
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE allocation_error::allocation_error(const std::string& device, std::size_t bytes,
+                                                        const std::string& why)
+    : device_error("locus: cannot allocate " + std::to_string(bytes) + " bytes on " + device + ": " + why),
+      bytes_(bytes) {}
+#endif
 
 /// A failed CUDA runtime call; the message names the call, the device and CUDA's own words.
 class cuda_error : public device_error {

@@ -77,124 +77,34 @@ public:
   std::atomic<int> active_scopes{0};    ///< scoped_placement_log objects alive with evaluations left
 
   /// The process-wide switch: on for `first` evaluations (off for 0).
-  void switch_on(std::size_t first) {
-    std::lock_guard lock(state_);
-    global_left_ = first;
-    enabled.store(first != 0, std::memory_order_relaxed);
-  }
+  void switch_on(std::size_t first);
 
   /// Whether the evaluation about to log may: takes one of the evaluations left to the switch, else
   /// to the newest scope that has some. What runs out turns itself off.
-  bool claim() {
-    std::lock_guard lock(state_);
-    if (enabled.load(std::memory_order_relaxed)) {
-      if (global_left_ != placement_log_options::unlimited && --global_left_ == 0)
-        enabled.store(false, std::memory_order_relaxed);
-      return true;
-    }
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
-      if (it->left != 0) {
-        if (it->left != placement_log_options::unlimited && --it->left == 0)
-          active_scopes.fetch_sub(1, std::memory_order_relaxed);
-        return true;
-      }
-    return false;
-  }
+  bool claim();
 
-  void write(std::string_view line) {
-    std::shared_ptr<sink_slot> sink;
-    {
-      std::lock_guard lock(state_);
-      sink = current_sink_locked();
-      if (sink) ++sink->in_flight;
-    }
-    if (!sink) {
-      std::string text(line);
-      text += '\n';
-      std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines of two threads do not mix
-      return;
-    }
-    auto& mine = sinks_on_this_thread();
-    mine.push_back(sink.get());
-    struct leave {
-      placement_log_state& s;
-      sink_slot& slot;
-      std::vector<const sink_slot*>& mine;
-      ~leave() {
-        mine.pop_back();
-        std::lock_guard lock(s.state_);
-        if (--slot.in_flight == 0) s.idle_.notify_all();
-      }
-    } done{*this, *sink, mine};
-    sink->call(line);
-  }
+  void write(std::string_view line);
 
-  placement_sink exchange_sink(placement_sink s) {
-    auto next = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
-    std::unique_lock lock(state_);
-    auto previous = std::exchange(global_sink_, std::move(next));
-    wait_idle(lock, previous.get());
-    return previous ? previous->call : placement_sink{};
-  }
+  placement_sink exchange_sink(placement_sink s);
 
   /// A scope's sink (or none: it only turns the log on) joins the list; the newest scope that has a
   /// sink receives the lines, whichever thread evaluates. The scope keeps the log on for `first`
   /// evaluations.
-  std::uint64_t push_scope(placement_sink s, std::size_t first) {
-    auto sink = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
-    std::lock_guard lock(state_);
-    scopes_.push_back({++next_scope_, std::move(sink), first});
-    if (first != 0) active_scopes.fetch_add(1, std::memory_order_relaxed);
-    return next_scope_;
-  }
+  std::uint64_t push_scope(placement_sink s, std::size_t first);
   /// Removes a scope wherever it is in the list (scopes of two threads may end in any order), then
   /// waits until the calls of its sink in progress on other threads return: after this, none runs.
-  void pop_scope(std::uint64_t id) {
-    std::unique_lock lock(state_);
-    std::shared_ptr<sink_slot> removed;
-    for (auto it = scopes_.begin(); it != scopes_.end(); ++it)
-      if (it->id == id) {
-        removed = std::move(it->sink);
-        if (it->left != 0) active_scopes.fetch_sub(1, std::memory_order_relaxed);
-        scopes_.erase(it);
-        break;
-      }
-    wait_idle(lock, removed.get());
-  }
+  void pop_scope(std::uint64_t id);
 
-  void record_transfer(device_id from, device_id to, std::size_t bytes) {
-    std::lock_guard lock(state_);
-    auto& t = transfers_[{from, to}];
-    t.bytes += bytes;
-    ++t.copies;
-  }
-  transfer_summary transfers() const {
-    std::lock_guard lock(state_);
-    return transfers_;
-  }
-  void reset_transfers() {
-    std::lock_guard lock(state_);
-    transfers_.clear();
-  }
+  void record_transfer(device_id from, device_id to, std::size_t bytes);
+  transfer_summary transfers() const;
+  void reset_transfers();
 
 private:
-  placement_log_state() {
-    const char* v = std::getenv("LOCUS_LOG_DEVICE_PLACEMENT");
-    enabled.store(v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0);
-  }
-  std::shared_ptr<sink_slot> current_sink_locked() const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
-      if (it->sink) return it->sink;
-    return global_sink_;
-  }
+  placement_log_state();
+  std::shared_ptr<sink_slot> current_sink_locked() const;
   /// Waits until `slot` runs nowhere but in this thread's own calls of it (a sink that ends its
   /// own scope waits for nothing of its own).
-  void wait_idle(std::unique_lock<std::mutex>& lock, const sink_slot* slot) {
-    if (slot == nullptr) return;
-    const auto& mine = sinks_on_this_thread();
-    const auto own = static_cast<int>(std::count(mine.begin(), mine.end(), slot));
-    idle_.wait(lock, [&] { return slot->in_flight <= own; });
-  }
+  void wait_idle(std::unique_lock<std::mutex>& lock, const sink_slot* slot);
   struct scope_entry {
     std::uint64_t id;
     std::shared_ptr<sink_slot> sink;
@@ -209,19 +119,141 @@ private:
   transfer_summary transfers_;
 };
 
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void placement_log_state::switch_on(std::size_t first) {
+  std::lock_guard lock(state_);
+  global_left_ = first;
+  enabled.store(first != 0, std::memory_order_relaxed);
+}
+
+LOCUS_RUNTIME_INLINE bool placement_log_state::claim() {
+  std::lock_guard lock(state_);
+  if (enabled.load(std::memory_order_relaxed)) {
+    if (global_left_ != placement_log_options::unlimited && --global_left_ == 0)
+      enabled.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+    if (it->left != 0) {
+      if (it->left != placement_log_options::unlimited && --it->left == 0)
+        active_scopes.fetch_sub(1, std::memory_order_relaxed);
+      return true;
+    }
+  return false;
+}
+
+LOCUS_RUNTIME_INLINE void placement_log_state::write(std::string_view line) {
+  std::shared_ptr<sink_slot> sink;
+  {
+    std::lock_guard lock(state_);
+    sink = current_sink_locked();
+    if (sink) ++sink->in_flight;
+  }
+  if (!sink) {
+    std::string text(line);
+    text += '\n';
+    std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines of two threads do not mix
+    return;
+  }
+  auto& mine = sinks_on_this_thread();
+  mine.push_back(sink.get());
+  struct leave {
+    placement_log_state& s;
+    sink_slot& slot;
+    std::vector<const sink_slot*>& mine;
+    ~leave() {
+      mine.pop_back();
+      std::lock_guard lock(s.state_);
+      if (--slot.in_flight == 0) s.idle_.notify_all();
+    }
+  } done{*this, *sink, mine};
+  sink->call(line);
+}
+
+LOCUS_RUNTIME_INLINE placement_sink placement_log_state::exchange_sink(placement_sink s) {
+  auto next = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
+  std::unique_lock lock(state_);
+  auto previous = std::exchange(global_sink_, std::move(next));
+  wait_idle(lock, previous.get());
+  return previous ? previous->call : placement_sink{};
+}
+
+LOCUS_RUNTIME_INLINE std::uint64_t placement_log_state::push_scope(placement_sink s, std::size_t first) {
+  auto sink = s ? std::make_shared<sink_slot>(sink_slot{std::move(s)}) : nullptr;
+  std::lock_guard lock(state_);
+  scopes_.push_back({++next_scope_, std::move(sink), first});
+  if (first != 0) active_scopes.fetch_add(1, std::memory_order_relaxed);
+  return next_scope_;
+}
+
+LOCUS_RUNTIME_INLINE void placement_log_state::pop_scope(std::uint64_t id) {
+  std::unique_lock lock(state_);
+  std::shared_ptr<sink_slot> removed;
+  for (auto it = scopes_.begin(); it != scopes_.end(); ++it)
+    if (it->id == id) {
+      removed = std::move(it->sink);
+      if (it->left != 0) active_scopes.fetch_sub(1, std::memory_order_relaxed);
+      scopes_.erase(it);
+      break;
+    }
+  wait_idle(lock, removed.get());
+}
+
+LOCUS_RUNTIME_INLINE void placement_log_state::record_transfer(device_id from, device_id to, std::size_t bytes) {
+  std::lock_guard lock(state_);
+  auto& t = transfers_[{from, to}];
+  t.bytes += bytes;
+  ++t.copies;
+}
+
+LOCUS_RUNTIME_INLINE transfer_summary placement_log_state::transfers() const {
+  std::lock_guard lock(state_);
+  return transfers_;
+}
+
+LOCUS_RUNTIME_INLINE void placement_log_state::reset_transfers() {
+  std::lock_guard lock(state_);
+  transfers_.clear();
+}
+
+LOCUS_RUNTIME_INLINE placement_log_state::placement_log_state() {
+  const char* v = std::getenv("LOCUS_LOG_DEVICE_PLACEMENT");
+  enabled.store(v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0);
+}
+
+LOCUS_RUNTIME_INLINE std::shared_ptr<sink_slot> placement_log_state::current_sink_locked() const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+    if (it->sink) return it->sink;
+  return global_sink_;
+}
+
+LOCUS_RUNTIME_INLINE void placement_log_state::wait_idle(std::unique_lock<std::mutex>& lock, const sink_slot* slot) {
+  if (slot == nullptr) return;
+  const auto& mine = sinks_on_this_thread();
+  const auto own = static_cast<int>(std::count(mine.begin(), mine.end(), slot));
+  idle_.wait(lock, [&] { return slot->in_flight <= own; });
+}
+#endif  // LOCUS_RUNTIME_DEFINITIONS
+
 inline bool placement_log_enabled() noexcept {
   const auto& s = placement_log_state::instance();
   return s.enabled.load(std::memory_order_relaxed) || s.active_scopes.load(std::memory_order_relaxed) > 0;
 }
 
 /// "<device full name>" plus " (emulated)" for emulated GPUs.
-inline std::string log_device(device_id d) {
+LOCUS_RUNTIME_INLINE std::string log_device(device_id d);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE std::string log_device(device_id d) {
   std::string s = d.full_name();
   if (d.is_gpu() && LOCUS_EMULATE_GPUS) s += " (emulated)";
   return s;
 }
+#endif
 
-inline void log_line(std::string_view line) { placement_log_state::instance().write(line); }
+LOCUS_RUNTIME_INLINE void log_line(std::string_view line);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void log_line(std::string_view line) { placement_log_state::instance().write(line); }
+#endif
 
 /// One evaluation's share of the log, held while it logs: the outermost entry on a thread claims
 /// one of the evaluations the log has left, and the entries opened inside it (the copies
@@ -229,17 +261,7 @@ inline void log_line(std::string_view line) { placement_log_state::instance().wr
 /// evaluation is logged whole or not at all.
 class log_entry {
 public:
-  log_entry() {
-    log_entry*& outer = current();
-    if (outer != nullptr) {
-      logged_ = true;  // only an entry that logs is registered
-      return;
-    }
-    if (!placement_log_enabled() || !placement_log_state::instance().claim()) return;
-    logged_ = true;
-    outer = this;
-    registered_ = true;
-  }
+  log_entry();
   log_entry(const log_entry&) = delete;
   log_entry& operator=(const log_entry&) = delete;
   ~log_entry() {
@@ -257,13 +279,30 @@ private:
   bool registered_ = false;
 };
 
-inline void log_transfer(device_id from, device_id to, std::size_t bytes) {
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE log_entry::log_entry() {
+  log_entry*& outer = current();
+  if (outer != nullptr) {
+    logged_ = true;  // only an entry that logs is registered
+    return;
+  }
+  if (!placement_log_enabled() || !placement_log_state::instance().claim()) return;
+  logged_ = true;
+  outer = this;
+  registered_ = true;
+}
+#endif
+
+LOCUS_RUNTIME_INLINE void log_transfer(device_id from, device_id to, std::size_t bytes);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void log_transfer(device_id from, device_id to, std::size_t bytes) {
   placement_log_state::instance().record_transfer(from, to, bytes);
   const log_entry entry;
   if (!entry) return;
   log_line("transfer: (Copy): " + from.full_name() + " -> " + to.full_name() + ", " + std::to_string(bytes) +
            " bytes" + ((from.is_gpu() || to.is_gpu()) && LOCUS_EMULATE_GPUS ? " (emulated)" : ""));
 }
+#endif
 }  // namespace detail
 
 /// Turns the placement log on or off for the whole process (scoped_placement_log objects keep it

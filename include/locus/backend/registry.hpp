@@ -53,37 +53,12 @@ public:
 
   /// Makes gpu<0>..gpu<k-1> available over the physical GPUs. Throws device_error when k < 1,
   /// when there is no physical GPU, or while any GPU tensor is alive.
-  void configure_logical_gpus(int k) {
-    if (k < 1 || k > max_logical_gpus)
-      throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need 1 to " +
-                         std::to_string(max_logical_gpus) + " logical GPUs");
-    std::lock_guard lock(mutex_);
-    if (physical_ == 0)
-      throw device_error("locus: configure_logical_gpus(" + std::to_string(k) +
-                         "): this process has no physical GPU; available devices are " + list_locked() +
-                         (env_error_.empty() ? "" : " (" + env_error_ + ")"));
-    for (int i = 0; i < available_; ++i)
-      if (const auto& a = gpu_arenas_[static_cast<std::size_t>(i)]; a->stats().live_blocks != 0)
-        throw device_error("locus: configure_logical_gpus: " + a->device().full_name() +
-                           " still holds tensors; logical GPUs can only be reconfigured while no GPU tensor "
-                           "is alive");
-    build_gpus_locked(k);
-  }
+  void configure_logical_gpus(int k);
 
   /// Throws device_error unless `d` exists in this process.
-  void require(device_id d) const {
-    if (!d.is_gpu()) return;
-    std::lock_guard lock(mutex_);
-    if (d.index < available_) return;
-    if (!env_error_.empty()) throw device_error(env_error_ + " (so " + d.full_name() + " is not available)");
-    throw device_error("locus: " + d.full_name() + " (" + d.type_name() +
-                       ") is not available in this process; available devices are " + list_locked());
-  }
+  void require(device_id d) const;
 
-  [[nodiscard]] std::vector<std::string> available() const {
-    std::lock_guard lock(mutex_);
-    return available_locked();
-  }
+  [[nodiscard]] std::vector<std::string> available() const;
 
   /// The physical CUDA ordinal (or emulated GPU) behind logical GPU `logical`.
   [[nodiscard]] int physical_of(int logical) const { return physical_ == 0 ? 0 : logical % physical_; }
@@ -125,40 +100,9 @@ public:
 private:
   static constexpr std::size_t max_counted = 64;
 
-  registry() {
-    host_arena_ = std::make_unique<caching_arena>(
-        id_of<cpu>, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); });
-    // A malformed LOCUS_EMULATED_GPUS / LOCUS_LOGICAL_GPUS leaves this process without GPUs: code
-    // that uses only the cpu runs on, and the first use of a GPU throws the variable's error.
-    try {
-#if LOCUS_HAS_CUDA
-      physical_ = cuda::physical_device_count();
-#elif LOCUS_EMULATE_GPUS
-      physical_ = env_int("LOCUS_EMULATED_GPUS", 4);
-#endif
-      int logical = physical_;
-      if (physical_ > 0) {
-        const int requested = env_int("LOCUS_LOGICAL_GPUS", 0);
-        if (requested > 0) logical = requested;
-      }
-      build_gpus_locked(logical);
-    } catch (const device_error& e) {
-      env_error_ = e.what();
-      physical_ = 0;
-      build_gpus_locked(0);
-    }
-  }
+  registry();
 
-  static int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return fallback;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (*end != '\0' || x < 0 || x > max_logical_gpus)
-      throw device_error(std::string("locus: environment variable ") + name + "=\"" + v +
-                         "\" is not a device count");
-    return static_cast<int>(x);
-  }
+  static int env_int(const char* name, int fallback);
 
   static void* host_allocate(std::size_t n) noexcept { return ::operator new(n, std::align_val_t{64}, std::nothrow); }
   static void host_free(void* p) noexcept { ::operator delete(p, std::align_val_t{64}); }
@@ -166,55 +110,12 @@ private:
   /// Makes gpu<0>..gpu<k-1> the available ones: creates the arenas (and stream slots) that do not
   /// exist yet, all of them before any is published, and returns the cached blocks of the arenas
   /// that stop being available to the system. Nothing is destroyed.
-  void build_gpus_locked(int k) {
-    const auto want = static_cast<std::size_t>(k);
-    std::vector<std::unique_ptr<caching_arena>> added;
-    for (std::size_t i = gpu_arenas_.size(); i < want; ++i) added.push_back(make_gpu_arena(static_cast<int>(i)));
-    gpu_arenas_.reserve(std::max(want, gpu_arenas_.size()));
-#if LOCUS_HAS_CUDA
-    if (streams_.size() < want) streams_.resize(want, nullptr);
-#endif
-    for (auto& a : added) gpu_arenas_.push_back(std::move(a));
-    for (std::size_t i = want; i < gpu_arenas_.size(); ++i) gpu_arenas_[i]->release_cached();
-    available_ = k;
-  }
+  void build_gpus_locked(int k);
 
-  [[nodiscard]] std::unique_ptr<caching_arena> make_gpu_arena(int i) const {
-    const device_id d{device_kind::gpu, i};
-#if LOCUS_HAS_CUDA
-    const int phys = physical_of(i);
-    return std::make_unique<caching_arena>(
-        d,
-        [d, phys](std::size_t n) -> void* {
-          cuda::device_guard guard(phys, d);
-          void* p = nullptr;
-          if (cudaMalloc(&p, n) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return nullptr;
-          }
-          return p;
-        },
-        [](void* p) { (void)cudaFree(p); });
-#else
-    // Emulated GPUs: host memory, but an arena of their own so that a pointer of gpu<0>
-    // is never mistaken for one of gpu<1>.
-    return std::make_unique<caching_arena>(d, [](std::size_t n) { return host_allocate(n); },
-                                           [](void* p) { host_free(p); });
-#endif
-  }
+  [[nodiscard]] std::unique_ptr<caching_arena> make_gpu_arena(int i) const;
 
-  [[nodiscard]] std::vector<std::string> available_locked() const {
-    const std::string job = "/job:localhost/replica:0/task:0";
-    std::vector<std::string> out{job + "/cpu:0"};
-    for (int i = 0; i < available_; ++i) out.push_back(job + "/gpu:" + std::to_string(i));
-    return out;
-  }
-  [[nodiscard]] std::string list_locked() const {
-    std::string s = "[ ";
-    const auto names = available_locked();
-    for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
-    return s + " ]";
-  }
+  [[nodiscard]] std::vector<std::string> available_locked() const;
+  [[nodiscard]] std::string list_locked() const;
 
   mutable std::mutex mutex_;
   int physical_ = 0;
@@ -227,6 +128,125 @@ private:
   std::vector<cudaStream_t> streams_;
 #endif
 };
+
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void registry::configure_logical_gpus(int k) {
+  if (k < 1 || k > max_logical_gpus)
+    throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need 1 to " +
+                       std::to_string(max_logical_gpus) + " logical GPUs");
+  std::lock_guard lock(mutex_);
+  if (physical_ == 0)
+    throw device_error("locus: configure_logical_gpus(" + std::to_string(k) +
+                       "): this process has no physical GPU; available devices are " + list_locked() +
+                       (env_error_.empty() ? "" : " (" + env_error_ + ")"));
+  for (int i = 0; i < available_; ++i)
+    if (const auto& a = gpu_arenas_[static_cast<std::size_t>(i)]; a->stats().live_blocks != 0)
+      throw device_error("locus: configure_logical_gpus: " + a->device().full_name() +
+                         " still holds tensors; logical GPUs can only be reconfigured while no GPU tensor "
+                         "is alive");
+  build_gpus_locked(k);
+}
+
+LOCUS_RUNTIME_INLINE void registry::require(device_id d) const {
+  if (!d.is_gpu()) return;
+  std::lock_guard lock(mutex_);
+  if (d.index < available_) return;
+  if (!env_error_.empty()) throw device_error(env_error_ + " (so " + d.full_name() + " is not available)");
+  throw device_error("locus: " + d.full_name() + " (" + d.type_name() +
+                     ") is not available in this process; available devices are " + list_locked());
+}
+
+LOCUS_RUNTIME_INLINE std::vector<std::string> registry::available() const {
+  std::lock_guard lock(mutex_);
+  return available_locked();
+}
+
+LOCUS_RUNTIME_INLINE registry::registry() {
+  host_arena_ = std::make_unique<caching_arena>(
+      id_of<cpu>, [](std::size_t n) { return host_allocate(n); }, [](void* p) { host_free(p); });
+  // A malformed LOCUS_EMULATED_GPUS / LOCUS_LOGICAL_GPUS leaves this process without GPUs: code
+  // that uses only the cpu runs on, and the first use of a GPU throws the variable's error.
+  try {
+#if LOCUS_HAS_CUDA
+    physical_ = cuda::physical_device_count();
+#elif LOCUS_EMULATE_GPUS
+    physical_ = env_int("LOCUS_EMULATED_GPUS", 4);
+#endif
+    int logical = physical_;
+    if (physical_ > 0) {
+      const int requested = env_int("LOCUS_LOGICAL_GPUS", 0);
+      if (requested > 0) logical = requested;
+    }
+    build_gpus_locked(logical);
+  } catch (const device_error& e) {
+    env_error_ = e.what();
+    physical_ = 0;
+    build_gpus_locked(0);
+  }
+}
+
+LOCUS_RUNTIME_INLINE int registry::env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > max_logical_gpus)
+    throw device_error(std::string("locus: environment variable ") + name + "=\"" + v +
+                       "\" is not a device count");
+  return static_cast<int>(x);
+}
+
+LOCUS_RUNTIME_INLINE void registry::build_gpus_locked(int k) {
+  const auto want = static_cast<std::size_t>(k);
+  std::vector<std::unique_ptr<caching_arena>> added;
+  for (std::size_t i = gpu_arenas_.size(); i < want; ++i) added.push_back(make_gpu_arena(static_cast<int>(i)));
+  gpu_arenas_.reserve(std::max(want, gpu_arenas_.size()));
+#if LOCUS_HAS_CUDA
+  if (streams_.size() < want) streams_.resize(want, nullptr);
+#endif
+  for (auto& a : added) gpu_arenas_.push_back(std::move(a));
+  for (std::size_t i = want; i < gpu_arenas_.size(); ++i) gpu_arenas_[i]->release_cached();
+  available_ = k;
+}
+
+LOCUS_RUNTIME_INLINE std::unique_ptr<caching_arena> registry::make_gpu_arena(int i) const {
+  const device_id d{device_kind::gpu, i};
+#if LOCUS_HAS_CUDA
+  const int phys = physical_of(i);
+  return std::make_unique<caching_arena>(
+      d,
+      [d, phys](std::size_t n) -> void* {
+        cuda::device_guard guard(phys, d);
+        void* p = nullptr;
+        if (cudaMalloc(&p, n) != cudaSuccess) {
+          (void)cudaGetLastError();
+          return nullptr;
+        }
+        return p;
+      },
+      [](void* p) { (void)cudaFree(p); });
+#else
+  // Emulated GPUs: host memory, but an arena of their own so that a pointer of gpu<0>
+  // is never mistaken for one of gpu<1>.
+  return std::make_unique<caching_arena>(d, [](std::size_t n) { return host_allocate(n); },
+                                         [](void* p) { host_free(p); });
+#endif
+}
+
+LOCUS_RUNTIME_INLINE std::vector<std::string> registry::available_locked() const {
+  const std::string job = "/job:localhost/replica:0/task:0";
+  std::vector<std::string> out{job + "/cpu:0"};
+  for (int i = 0; i < available_; ++i) out.push_back(job + "/gpu:" + std::to_string(i));
+  return out;
+}
+
+LOCUS_RUNTIME_INLINE std::string registry::list_locked() const {
+  std::string s = "[ ";
+  const auto names = available_locked();
+  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s + " ]";
+}
+#endif  // LOCUS_RUNTIME_DEFINITIONS
 
 }  // namespace backend
 

@@ -72,13 +72,20 @@ struct device_id {
     return (kind == device_kind::cpu ? "/device:CPU:" : "/device:GPU:") + std::to_string(index);
   }
   /// "/job:localhost/replica:0/task:0/device:GPU:1", the form of TensorFlow's placement log.
-  [[nodiscard]] std::string full_name() const { return "/job:localhost/replica:0/task:0" + device_name(); }
+  [[nodiscard]] std::string full_name() const;
   /// "cpu", "gpu<1>": the C++ spelling, for messages that suggest code.
-  [[nodiscard]] std::string type_name() const {
-    return kind == device_kind::cpu ? std::string("cpu") : "gpu<" + std::to_string(index) + ">";
-  }
+  [[nodiscard]] std::string type_name() const;
   [[nodiscard]] constexpr bool is_gpu() const { return kind == device_kind::gpu; }
 };
+
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE std::string device_id::full_name() const {
+  return "/job:localhost/replica:0/task:0" + device_name();
+}
+LOCUS_RUNTIME_INLINE std::string device_id::type_name() const {
+  return kind == device_kind::cpu ? std::string("cpu") : "gpu<" + std::to_string(index) + ">";
+}
+#endif
 
 template <device D>
 inline constexpr device_id id_of{D::kind, D::index};

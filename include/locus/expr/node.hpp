@@ -385,7 +385,11 @@ struct extents_ref {
 
 /// The shape error of an elementwise node whose operands do not agree: one function for every node
 /// type (the message is built only when it is thrown, and compiled once, not once per expression).
-[[noreturn]] inline void throw_operand_mismatch(const char* op, int rank, std::initializer_list<extents_ref> operands) {
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_operand_mismatch(const char* op, int rank,
+                                                              std::initializer_list<extents_ref> operands);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_operand_mismatch(const char* op, int rank,
+                                                              std::initializer_list<extents_ref> operands) {
   std::string all;
   for (const extents_ref& e : operands) {
     if (e.rank == 0) continue;
@@ -398,6 +402,7 @@ struct extents_ref {
                                  "col(v) is a column and must match the rows)"
                                : " do not match"));
 }
+#endif
 }  // namespace detail
 
 /// Op applied elementwise to the children Cs (1 to 3 of them). Broadcasting: rank-0 children

@@ -55,9 +55,14 @@ const auto& leaf_of(const X& x) {
 template <class X>
 constexpr bool is_memory_leaf = requires { typename X::device_type; } && !requires { X::is_column; };
 /// One function for every product type: the message is compiled once, not once per product.
-[[noreturn]] inline void throw_inner_mismatch(const std::string& a, bool ta, const std::string& b, bool tb) {
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_inner_mismatch(const std::string& a, bool ta, const std::string& b,
+                                                            bool tb);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_inner_mismatch(const std::string& a, bool ta, const std::string& b,
+                                                            bool tb) {
   throw shape_error("locus: matmul: the inner extents differ: " + a + (ta ? "^T" : "") + " x " + b + (tb ? "^T" : ""));
 }
+#endif
 }  // namespace detail
 
 /// transpose(x) for matmul: a rank-2 tensor, view or expression (an expression is staged first).

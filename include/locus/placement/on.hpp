@@ -82,21 +82,35 @@ const char* operation_type(expr::operation<Op, T>*) {
 class log_visitor {
 public:
   explicit log_visitor(device_id target) : target_(target) {}
-  void leaf(device_id d, const char* name) { emit(name != nullptr ? std::string(name) : numbered("Const"), "Const", d); }
-  void constant() { emit(numbered("Const"), "Const", target_); }
-  void op(const char* name, const char* type) { emit(numbered(name), type, target_); }
+  log_visitor(const log_visitor&) = delete;
+  log_visitor& operator=(const log_visitor&) = delete;
+  ~log_visitor();
+  void leaf(device_id d, const char* name);
+  void constant();
+  void op(const char* name, const char* type);
 
 private:
-  std::string numbered(const std::string& base) {
-    const int n = counts_[base]++;
-    return n == 0 ? base : base + "_" + std::to_string(n);
-  }
-  static void emit(const std::string& name, const char* type, device_id d) {
-    log_line(name + ": (" + type + "): " + log_device(d));
-  }
+  std::string numbered(const std::string& base);
+  static void emit(const std::string& name, const char* type, device_id d);
   device_id target_;
   std::map<std::string, int> counts_;
 };
+
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE log_visitor::~log_visitor() = default;
+LOCUS_RUNTIME_INLINE void log_visitor::leaf(device_id d, const char* name) {
+  emit(name != nullptr ? std::string(name) : numbered("Const"), "Const", d);
+}
+LOCUS_RUNTIME_INLINE void log_visitor::constant() { emit(numbered("Const"), "Const", target_); }
+LOCUS_RUNTIME_INLINE void log_visitor::op(const char* name, const char* type) { emit(numbered(name), type, target_); }
+LOCUS_RUNTIME_INLINE std::string log_visitor::numbered(const std::string& base) {
+  const int n = counts_[base]++;
+  return n == 0 ? base : base + "_" + std::to_string(n);
+}
+LOCUS_RUNTIME_INLINE void log_visitor::emit(const std::string& name, const char* type, device_id d) {
+  log_line(name + ": (" + type + "): " + log_device(d));
+}
+#endif
 
 template <device D, class N>
 void log_evaluation(const N& n) {
@@ -221,13 +235,19 @@ void launch_into(const N& n, const tensor_view<T, D, R>& dst) {
   with_staged<D>(n, [&](const auto& m) { write_into<D>(m, dst); });
 }
 
-[[noreturn]] inline void throw_destination_mismatch(const std::string& destination, const std::string& expression) {
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_destination_mismatch(const std::string& destination,
+                                                                  const std::string& expression);
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_empty_rank0_view();
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_destination_mismatch(const std::string& destination,
+                                                                  const std::string& expression) {
   throw shape_error("locus: assignment: the destination has shape " + destination + ", the expression " + expression);
 }
-[[noreturn]] inline void throw_empty_rank0_view() {
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_empty_rank0_view() {
   throw shape_error("locus: assignment into an empty rank-0 view (of a default-constructed or moved-from tensor): "
                     "assign the tensor itself");
 }
+#endif
 
 template <class N>
 void check_destination_shape(const N& n, const auto& dst_shape) {

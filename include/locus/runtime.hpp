@@ -1,0 +1,23 @@
+#pragma once
+// The run-time part of locus in one place: the device registry and its caching arenas, the
+// placement log and its ledger, the messages of their errors. Header-only programs never include
+// this (every header defines what it uses, inline). A program built with LOCUS_SEPARATE_RUNTIME=1
+// (config.hpp) compiles it once, in a source file of its own:
+//
+//     // locus_runtime.cpp: the only file that defines LOCUS_RUNTIME_IMPLEMENTATION
+//     #define LOCUS_RUNTIME_IMPLEMENTATION
+//     #include <locus/runtime.hpp>
+//
+// compiled with the same configuration as the program's other files (LOCUS_EMULATE_GPUS, nvcc or
+// not); the other files then compile only calls into it.
+#include <locus/config.hpp>
+// Every header that defines a part of the run-time (its definitions under
+// `#if LOCUS_RUNTIME_DEFINITIONS`); tests/CMakeLists.txt checks that none is missing.
+#include <locus/backend/caching_allocator.hpp>
+#include <locus/backend/registry.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/log.hpp>
+#include <locus/ops/matmul.hpp>
+#include <locus/placement/on.hpp>
