@@ -24,3 +24,5 @@
 #include <locus/log.hpp>
 #include <locus/ops/matmul.hpp>
 #include <locus/placement/on.hpp>
+#include <locus/tensor/shape.hpp>
+#include <locus/tensor/tensor.hpp>

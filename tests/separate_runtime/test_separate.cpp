@@ -6,6 +6,7 @@
 
 #include <locus/locus.hpp>
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,4 +66,12 @@ TEST_CASE("separate runtime: errors carry the same messages") {
   CHECK_THROWS_WITH(c = d * 2.f, "locus: assignment: the destination has shape [4], the expression [2]");
   CHECK_THROWS_WITH((tensor<float, gpu<7>>{1.f}), Catch::Contains("gpu<7>) is not available in this process"));
   CHECK_THROWS_AS((tensor<float, cpu>(shape{std::size_t{1} << 61}, 0.f)), allocation_error);
+  const std::vector<float> five(5);
+  CHECK_THROWS_WITH((tensor<float, gpu<0>, 2>(shape{2, 3}, five)),
+                    "locus: tensor of shape [2, 3] needs 6 elements, the host range has 5");
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  CHECK_THROWS_WITH((tensor<float, gpu<1>, 2>(shape{huge, std::size_t{4}})),
+                    "locus: cannot allocate " + std::to_string(std::numeric_limits<std::size_t>::max()) +
+                        " bytes on /job:localhost/replica:0/task:0/device:GPU:1: the extents [" + std::to_string(huge) +
+                        ", 4] overflow size_t");
 }

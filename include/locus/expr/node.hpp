@@ -393,9 +393,7 @@ struct extents_ref {
   std::string all;
   for (const extents_ref& e : operands) {
     if (e.rank == 0) continue;
-    all += all.empty() ? "[" : " and [";
-    for (std::size_t i = 0; i < e.rank; ++i) all += (i ? ", " : "") + std::to_string(e.data[i]);
-    all += "]";
+    all += (all.empty() ? "" : " and ") + locus::detail::extents_str(e.data, e.rank);
   }
   throw shape_error(std::string("locus: ") + op + ": operand shapes " + all +
                     (rank == 2 ? " do not broadcast (a rank-1 operand is a row and must match the columns; "

@@ -10,6 +10,18 @@
 
 namespace locus {
 
+namespace detail {
+/// "[2, 3]" for the extents e[0..rank): every shape's str(), compiled once (the run-time part).
+LOCUS_RUNTIME_INLINE std::string extents_str(const std::size_t* e, std::size_t rank);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE std::string extents_str(const std::size_t* e, std::size_t rank) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(e[i]);
+  return s + "]";
+}
+#endif
+}  // namespace detail
+
 template <int Rank>
 struct shape {
   static_assert(Rank >= 0, "locus: a shape has rank 0 or more");
@@ -47,11 +59,7 @@ public:
   friend constexpr bool operator==(const shape&, const shape&) = default;
 
   /// "[2, 3]"
-  [[nodiscard]] std::string str() const {
-    std::string s = "[";
-    for (std::size_t i = 0; i < extents.size(); ++i) s += (i ? ", " : "") + std::to_string(extents[i]);
-    return s + "]";
-  }
+  [[nodiscard]] std::string str() const { return detail::extents_str(extents.data(), extents.size()); }
 };
 
 template <class... I>

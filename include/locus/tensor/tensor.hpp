@@ -66,19 +66,32 @@ struct is_tensor_view : std::false_type {};
 template <class T, class D, int R>
 struct is_tensor_view<tensor_view<T, D, R>> : std::true_type {};
 
+/// The errors of a tensor's construction, compiled once (the run-time part), not per tensor type.
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_extents_overflow(device_id d, const std::string& extents, bool in_bytes);
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_host_range_mismatch(const std::string& shape, std::size_t needed,
+                                                                 std::size_t given);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_extents_overflow(device_id d, const std::string& extents, bool in_bytes) {
+  throw allocation_error(d.full_name(), std::numeric_limits<std::size_t>::max(),
+                         "the extents " + extents + (in_bytes ? " need more bytes than size_t can count"
+                                                             : " overflow size_t"));
+}
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_host_range_mismatch(const std::string& shape, std::size_t needed,
+                                                                 std::size_t given) {
+  throw shape_error("locus: tensor of shape " + shape + " needs " + std::to_string(needed) +
+                    " elements, the host range has " + std::to_string(given));
+}
+#endif
+
 /// Element count of a shape; throws before anything is allocated when it overflows.
 template <int R>
 std::size_t checked_elements(const shape<R>& s, std::size_t element_size, device_id d) {
   std::size_t n = 1;
   for (auto e : s.extents) {
-    if (e != 0 && n > std::numeric_limits<std::size_t>::max() / e)
-      throw allocation_error(d.full_name(), std::numeric_limits<std::size_t>::max(),
-                             "the extents " + s.str() + " overflow size_t");
+    if (e != 0 && n > std::numeric_limits<std::size_t>::max() / e) throw_extents_overflow(d, s.str(), false);
     n *= e;
   }
-  if (n != 0 && n > std::numeric_limits<std::size_t>::max() / element_size)
-    throw allocation_error(d.full_name(), std::numeric_limits<std::size_t>::max(),
-                           "the extents " + s.str() + " need more bytes than size_t can count");
+  if (n != 0 && n > std::numeric_limits<std::size_t>::max() / element_size) throw_extents_overflow(d, s.str(), true);
   return n;
 }
 
@@ -495,9 +508,7 @@ private:
       : buf_(detail::checked_elements(s, sizeof(T), id_of<D>)), shape_(s) {}
   tensor(locus::shape<Rank> s, std::span<const T> host, uninitialized_t) : shape_(s) {
     const std::size_t n = detail::checked_elements(s, sizeof(T), id_of<D>);
-    if (host.size() != n)
-      throw shape_error("locus: tensor of shape " + s.str() + " needs " + std::to_string(n) +
-                        " elements, the host range has " + std::to_string(host.size()));
+    if (host.size() != n) detail::throw_host_range_mismatch(s.str(), n, host.size());
     buf_ = detail::device_buffer<T, D>(n);
     backend::copy(id_of<D>, buf_.data(), id_of<cpu>, host.data(), n * sizeof(T));
   }
