@@ -41,12 +41,24 @@
 #if defined(LOCUS_RUNTIME_IMPLEMENTATION)
 #  define LOCUS_RUNTIME_DEFINITIONS 1
 #  define LOCUS_RUNTIME_INLINE
+#  define LOCUS_DETAIL_RUNTIME_IMPLEMENTATION_SEEN 1  // runtime.hpp: the macro came before this header
 #elif defined(LOCUS_SEPARATE_RUNTIME) && LOCUS_SEPARATE_RUNTIME
 #  define LOCUS_RUNTIME_DEFINITIONS 0
 #  define LOCUS_RUNTIME_INLINE
 #else
 #  define LOCUS_RUNTIME_DEFINITIONS 1
 #  define LOCUS_RUNTIME_INLINE inline
+#endif
+// The configuration the run-time part is compiled for, in the name of a function that only it
+// defines and every user of the registry calls (backend/registry.hpp): a program whose runtime file
+// was compiled for another configuration (without LOCUS_EMULATE_GPUS, by g++ beside nvcc files)
+// fails to link, naming the configuration it lacks, instead of running with another registry.
+#if LOCUS_HAS_CUDA
+#  define LOCUS_DETAIL_RUNTIME_CONFIGURATION runtime_configuration_cuda
+#elif LOCUS_EMULATE_GPUS
+#  define LOCUS_DETAIL_RUNTIME_CONFIGURATION runtime_configuration_emulated_gpus
+#else
+#  define LOCUS_DETAIL_RUNTIME_CONFIGURATION runtime_configuration_host
 #endif
 
 // Host builds evaluate through Thrust's OpenMP system (sequential CPP system without OpenMP).

@@ -11,7 +11,7 @@
 // compiled with the same configuration as the program's other files (LOCUS_EMULATE_GPUS, nvcc or
 // not); the other files then compile only calls into it.
 #include <locus/config.hpp>
-#if defined(LOCUS_RUNTIME_IMPLEMENTATION) && !LOCUS_RUNTIME_DEFINITIONS
+#if defined(LOCUS_RUNTIME_IMPLEMENTATION) && !defined(LOCUS_DETAIL_RUNTIME_IMPLEMENTATION_SEEN)
 #  error "locus/runtime.hpp: a locus header was included before LOCUS_RUNTIME_IMPLEMENTATION was defined; define it first"
 #endif
 // Every header that defines a part of the run-time (its definitions under

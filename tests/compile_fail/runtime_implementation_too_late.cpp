@@ -1,9 +1,10 @@
 // A separate-runtime program's runtime file defines LOCUS_RUNTIME_IMPLEMENTATION before its first
 // locus header: defined after one, it would compile none of the run-time part (and the program
-// would fail to link with undefined registry and log functions). Refused with the fix instead.
+// would fail to link with undefined registry and log functions). Refused with the fix instead,
+// also when the file is compiled without LOCUS_SEPARATE_RUNTIME (as here), where the header before
+// the macro made every definition an unused inline function.
 // expect: a locus header was included before LOCUS_RUNTIME_IMPLEMENTATION was defined; define it first
 // variant: host
-#define LOCUS_SEPARATE_RUNTIME 1
 #ifdef LOCUS_FIXED
 #  define LOCUS_RUNTIME_IMPLEMENTATION
 #  include <locus/tensor/shape.hpp>

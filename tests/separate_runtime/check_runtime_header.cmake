@@ -1,5 +1,5 @@
 # Fails unless include/locus/runtime.hpp includes every header that has run-time definitions
-# (a `#if LOCUS_RUNTIME_DEFINITIONS` block). Run with -DINCLUDE_DIR=<the include folder>.
+# (an #if or #elif on LOCUS_RUNTIME_DEFINITIONS). Run with -DINCLUDE_DIR=<the include folder>.
 file(READ ${INCLUDE_DIR}/locus/runtime.hpp _runtime)
 file(GLOB_RECURSE _headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/locus/*.hpp)
 set(_missing)
@@ -7,8 +7,9 @@ set(_found 0)
 list(REMOVE_ITEM _headers locus/runtime.hpp)
 foreach(h IN LISTS _headers)
   file(READ ${INCLUDE_DIR}/${h} _text)
-  string(FIND "${_text}" "\n#if LOCUS_RUNTIME_DEFINITIONS\n" _at)
-  if(_at GREATER_EQUAL 0)
+  # Any #if that tests it: "#if LOCUS_RUNTIME_DEFINITIONS", "#  if LOCUS_RUNTIME_DEFINITIONS && ...".
+  string(REGEX MATCH "#[ \t]*(el)?if[^\n]*LOCUS_RUNTIME_DEFINITIONS" _at "${_text}")
+  if(_at)
     math(EXPR _found "${_found} + 1")
     string(FIND "${_runtime}" "\n#include <${h}>\n" _inc)
     if(_inc LESS 0)
@@ -17,7 +18,7 @@ foreach(h IN LISTS _headers)
   endif()
 endforeach()
 if(_found EQUAL 0)
-  message(FATAL_ERROR "no header has a '#if LOCUS_RUNTIME_DEFINITIONS' block: the check looks for the wrong text")
+  message(FATAL_ERROR "no header tests LOCUS_RUNTIME_DEFINITIONS: the check looks for the wrong text")
 endif()
 if(_missing)
   message(FATAL_ERROR "locus/runtime.hpp does not include these headers with run-time definitions: ${_missing}")

@@ -34,11 +34,17 @@ struct device_counters {
   std::atomic<std::size_t> launches{0};
 };
 
+class registry;
+namespace detail {
+/// Defined by the run-time part alone, named after its configuration (config.hpp).
+LOCUS_RUNTIME_INLINE registry* LOCUS_DETAIL_RUNTIME_CONFIGURATION();
+}  // namespace detail
+
 class registry {
 public:
   static registry& instance() {
     // Leaked on purpose: tensors with static storage duration may free into it during exit.
-    static registry* r = new registry();
+    static registry* r = detail::LOCUS_DETAIL_RUNTIME_CONFIGURATION();
     return *r;
   }
 
@@ -117,6 +123,8 @@ private:
   [[nodiscard]] std::vector<std::string> available_locked() const;
   [[nodiscard]] std::string list_locked() const;
 
+  friend registry* detail::LOCUS_DETAIL_RUNTIME_CONFIGURATION();
+
   mutable std::mutex mutex_;
   int physical_ = 0;
   std::unique_ptr<caching_arena> host_arena_;
@@ -130,6 +138,9 @@ private:
 };
 
 #if LOCUS_RUNTIME_DEFINITIONS
+/// The registry, made once by instance().
+LOCUS_RUNTIME_INLINE registry* detail::LOCUS_DETAIL_RUNTIME_CONFIGURATION() { return new registry(); }
+
 LOCUS_RUNTIME_INLINE void registry::configure_logical_gpus(int k) {
   if (k < 1 || k > max_logical_gpus)
     throw device_error("locus: configure_logical_gpus(" + std::to_string(k) + "): need 1 to " +

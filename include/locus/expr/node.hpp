@@ -401,6 +401,12 @@ struct extents_ref {
                                : " do not match"));
 }
 #endif
+/// The operands' extents gathered here, not in the node's lambda: nvcc 13's front end mangles a
+/// pack expanded inside a braced list in a generic lambda of a class template member.
+template <class... Cs>
+[[noreturn]] void throw_operand_mismatch_of(const char* op, int rank, const Cs&... children) {
+  throw_operand_mismatch(op, rank, {children.shape().extents...});
+}
 }  // namespace detail
 
 /// Op applied elementwise to the children Cs (1 to 3 of them). Broadcasting: rank-0 children
@@ -478,9 +484,8 @@ private:
     };
     std::apply([&](const auto&... c) { (one(c), ...); }, children);
     if (mismatch)  // the message is built only when it is needed
-      std::apply(
-          [](const auto&... c) { detail::throw_operand_mismatch(detail::op_name<Op>(), rank, {c.shape().extents...}); },
-          children);
+      std::apply([](const auto&... c) { detail::throw_operand_mismatch_of(detail::op_name<Op>(), rank, c...); },
+                 children);
     if constexpr (rank > 0)
       for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d)
         if (!known[d]) ext[d] = 1;  // col(v) alone: [n, 1]
