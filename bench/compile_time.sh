@@ -124,7 +124,7 @@ measure() {
   shift 3
   for ((i = 0; i < n; ++i)); do
     one_compile "$tag" "$src" "$@"
-    if [ -n "$against" ]; then one_compile "$tag.base" "${src/#$root/$base}" "${@//$root/$base}"; fi
+    if [ -n "$against" ]; then one_compile "$tag.base" "${src/#"$root"/$base}" "${@//"$root"/$base}"; fi
   done
 }
 best() { if [ -f "$work/$1.cpu" ]; then sort -n "$work/$1.cpu" | head -1; else echo "n/a"; fi; }
@@ -145,7 +145,7 @@ hello_ratio="$(ratio "$(best hello)" "$(best eigen)")"
 separate_ratio="$(ratio "$(best hello_separate)" "$(best eigen)")"
 
 echo "$("$cxx" --version | head -1), $(nproc) cores; Thrust: $thrust_where; MPI: ${mpi_flags[*]:-none}"
-echo "flags: ${flags[*]//$root/.}"
+echo "flags: ${flags[*]//"$root"/.}"
 echo
 echo "| TU | CPU s | ratio | target | | object text KB |"
 echo "| --- | ---: | ---: | --- | --- | ---: |"

@@ -15,7 +15,8 @@
 #  error "locus/runtime.hpp: a locus header was included before LOCUS_RUNTIME_IMPLEMENTATION was defined; define it first"
 #endif
 // Every header that defines a part of the run-time (its definitions under
-// `#if LOCUS_RUNTIME_DEFINITIONS`); tests/CMakeLists.txt checks that none is missing.
+// `#if LOCUS_RUNTIME_DEFINITIONS`); tests/separate_runtime/check_runtime_header.cmake checks that none
+// is missing.
 #include <locus/backend/caching_allocator.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/device/device.hpp>
