@@ -1,6 +1,11 @@
 // A user's program: emulated GPUs, a transfer, a fused expression, the placement log.
 #include <locus/locus.hpp>
 
+// consumer_separate: the run-time part is in the file locus_separate_runtime added.
+#if defined(LOCUS_SEPARATE_RUNTIME) && LOCUS_SEPARATE_RUNTIME
+static_assert(LOCUS_RUNTIME_DEFINITIONS == 0, "consumer_separate compiles calls into the run-time part only");
+#endif
+
 #include <cstdio>
 #include <string>
 #include <vector>
