@@ -1,6 +1,7 @@
 #pragma once
 // The run-time part of locus in one place: the device registry and its caching arenas, the
-// placement log and its ledger, the messages of their errors. Header-only programs never include
+// placement log and its ledger, the messages of their errors, the IDX and checkpoint readers and
+// writers, and the non-template parts of training (its checks, progress lines, replica threads). Header-only programs never include
 // this (every header defines what it uses, inline). A program built with LOCUS_SEPARATE_RUNTIME=1
 // (config.hpp) compiles it once, in a source file of its own:
 //
@@ -19,6 +20,7 @@
 // is missing.
 #include <locus/backend/caching_allocator.hpp>
 #include <locus/backend/registry.hpp>
+#include <locus/data/idx.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/expr/node.hpp>
@@ -27,3 +29,7 @@
 #include <locus/placement/on.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
+#include <locus/train/checkpoint.hpp>
+#include <locus/train/data_parallel.hpp>
+#include <locus/train/report.hpp>
+#include <locus/train/runner.hpp>

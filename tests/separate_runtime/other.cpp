@@ -3,6 +3,7 @@
 #include "other.hpp"
 
 #include <locus/locus.hpp>
+#include <locus/train/checkpoint.hpp>
 
 namespace other {
 
@@ -17,6 +18,10 @@ std::size_t launches_on_gpu1() { return locus::kernel_launches(locus::id_of<locu
 void mismatched_sum() {
   const locus::tensor<float, locus::cpu> a{1.f, 2.f, 3.f}, b{1.f, 2.f};
   (void)locus::on<locus::cpu>(a + b);
+}
+
+std::size_t checkpoint_parameters(const std::string& path) {
+  return locus::train::checkpoint::load(path).parameters.size();
 }
 
 }  // namespace other

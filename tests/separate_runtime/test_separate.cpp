@@ -4,8 +4,14 @@
 #include "catch.hpp"
 #include "other.hpp"
 
+#include <locus/data/idx.hpp>
 #include <locus/locus.hpp>
+#include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
 
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -74,4 +80,76 @@ TEST_CASE("separate runtime: errors carry the same messages") {
                     "locus: cannot allocate " + std::to_string(std::numeric_limits<std::size_t>::max()) +
                         " bytes on /job:localhost/replica:0/task:0/device:GPU:1: the extents [" + std::to_string(huge) +
                         ", 4] overflow size_t");
+}
+
+namespace {
+/// A raw IDX file of unsigned bytes: `dims`, then `data`.
+std::string write_idx(const std::string& name, const std::vector<std::uint32_t>& dims,
+                      const std::vector<std::uint8_t>& data) {
+  std::vector<std::uint8_t> b{0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
+  for (auto d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
+  b.insert(b.end(), data.begin(), data.end());
+  const auto path = (std::filesystem::temp_directory_path() / ("locus_separate_" + name)).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(b.data(), 1, b.size(), f);
+  std::fclose(f);
+  return path;
+}
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+}  // namespace
+
+TEST_CASE("separate runtime: data files, training and checkpoints") {
+  // 8 images of 2 x 2 pixels, labels 0..3: read by the runtime's IDX reader.
+  std::vector<std::uint8_t> pixels(32), labels(8);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 8);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::uint8_t>(i % 4);
+  const auto images_path = write_idx("images", {8, 2, 2}, pixels);
+  const auto labels_path = write_idx("labels", {8}, labels);
+  const auto data = data::read_labelled(images_path, labels_path, 4);
+  REQUIRE(data.size() == 8);
+  CHECK(data.images.extent(1) == 4);
+  CHECK(data.images(1, 2) == float(6 * 8) / 255.f);
+  labels[3] = 9;
+  const auto bad_labels = write_idx("bad_labels", {8}, labels);
+  CHECK(message_of([&] { (void)data::read_labelled(images_path, bad_labels, 4); }) ==
+        "locus: " + bad_labels + ": label 9 at offset 11 (example 3) is outside [0, 4)");
+
+  // Two replicas, sync_average: the runtime's runner, reporter and checks.
+  train::data_parallel<train::sync_average, gpu<0>, gpu<1>> trainer{train::mlp<float>({4, 3, 4}, 1),
+                                                                     train::sgd{0.1f}};
+  std::vector<std::string> lines;
+  train::fit_options o;
+  o.batch = 4;
+  o.log_every = 1;
+  o.bar = train::progress_bar::off;
+  o.print = [&](const std::string& l) { lines.push_back(l); };
+  const auto result = trainer.fit(data, o);
+  CHECK(result.curve.size() == 2);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].rfind("step 1, loss = ", 0) == 0);
+  CHECK(lines[1].find("sec/batch; 2 devices)") != std::string::npos);
+  const auto mislabelled = data::read_labelled(images_path, bad_labels);  // no class check while reading
+  CHECK(message_of([&] { (void)trainer.fit(mislabelled, o); }) ==
+        "locus: fit: label 3 is 9, outside the model's classes [0, 4)");
+
+  // Saved here, read in the other translation unit; refused by a trainer of another model.
+  const auto path = (std::filesystem::temp_directory_path() / "locus_separate.ckpt").string();
+  trainer.save(path);
+  CHECK(other::checkpoint_parameters(path) == trainer.state().parameters.size());
+  train::data_parallel<train::sync_average, gpu<0>> wider{train::mlp<float>({4, 5, 4}, 1), train::sgd{0.1f}};
+  CHECK(message_of([&] { wider.load(path); }) ==
+        "locus: checkpoint " + path + ": its tensors [[4, 3], [3], [3, 4], [4]] do not match the model's "
+        "[[4, 5], [5], [5, 4], [4]]");
+  CHECK(message_of([&] { wider.load(path + ".missing"); }) ==
+        "locus: checkpoint " + path + ".missing: cannot open the file: No such file or directory");
+  for (const auto& f : {images_path, labels_path, bad_labels, path}) std::filesystem::remove(f);
 }

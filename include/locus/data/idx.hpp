@@ -212,18 +212,12 @@ inline idx_array read_idx_from(idx_source& src, const std::string& path) {
 
 /// Parses the bytes of an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions; `path` names
 /// it in the errors. (read_idx reads and decompresses the file; the fuzzer calls this directly.)
-inline idx_array parse_idx(const std::vector<std::uint8_t>& raw, const std::string& path) {
-  detail::memory_source src(raw);
-  return detail::read_idx_from(src, path);
-}
+LOCUS_RUNTIME_INLINE idx_array parse_idx(const std::vector<std::uint8_t>& raw, const std::string& path);
 
 /// Reads an IDX file of unsigned bytes (type 0x08), 1 to 4 dimensions, gzip-compressed or not. The
 /// header is read first; the data bytes it announces (at most max_idx_bytes) are then inflated and
 /// nothing more, so a small file that announces a huge array costs no memory.
-inline idx_array read_idx(const std::string& path) {
-  detail::file_source src(path);
-  return detail::read_idx_from(src, path);
-}
+LOCUS_RUNTIME_INLINE idx_array read_idx(const std::string& path);
 
 /// Images scaled to [0, 1] as rows, and their labels.
 struct labelled_images {
@@ -234,8 +228,34 @@ struct labelled_images {
 
 /// An images file and a labels file that must agree on the count.
 /// With `classes` > 0, every label must lie in [0, classes) (data_error naming the file and offset).
-inline labelled_images read_labelled(const std::string& images_path, const std::string& labels_path,
-                                     std::size_t classes = 0) {
+LOCUS_RUNTIME_INLINE labelled_images read_labelled(const std::string& images_path, const std::string& labels_path,
+                                                   std::size_t classes = 0);
+
+namespace fashion_mnist {
+/// Its ten classes: labels outside [0, 10) in its files are a data_error.
+inline constexpr std::size_t classes = 10;
+/// The directory: the argument, else LOCUS_FASHION_MNIST_DIR, else Debian's place.
+LOCUS_RUNTIME_INLINE std::string directory(const std::string& dir = "");
+/// The 60000 training images (apt-get install dataset-fashion-mnist).
+LOCUS_RUNTIME_INLINE labelled_images load_train(const std::string& dir = "");
+/// The 10000 test images.
+LOCUS_RUNTIME_INLINE labelled_images load_test(const std::string& dir = "");
+}  // namespace fashion_mnist
+
+// The readers: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE idx_array parse_idx(const std::vector<std::uint8_t>& raw, const std::string& path) {
+  detail::memory_source src(raw);
+  return detail::read_idx_from(src, path);
+}
+
+LOCUS_RUNTIME_INLINE idx_array read_idx(const std::string& path) {
+  detail::file_source src(path);
+  return detail::read_idx_from(src, path);
+}
+
+LOCUS_RUNTIME_INLINE labelled_images read_labelled(const std::string& images_path, const std::string& labels_path,
+                                                   std::size_t classes) {
   // The labels (small) and the images' header first: counts, ranks and labels are checked before
   // the images are inflated.
   const auto lb = read_idx(labels_path);
@@ -266,24 +286,20 @@ inline labelled_images read_labelled(const std::string& images_path, const std::
 }
 
 namespace fashion_mnist {
-/// The directory: the argument, else LOCUS_FASHION_MNIST_DIR, else Debian's place.
-/// Its ten classes: labels outside [0, 10) in its files are a data_error.
-inline constexpr std::size_t classes = 10;
-inline std::string directory(const std::string& dir = "") {
+LOCUS_RUNTIME_INLINE std::string directory(const std::string& dir) {
   if (!dir.empty()) return dir;
   if (const char* env = std::getenv("LOCUS_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
   return "/usr/share/datasets/fashion-mnist";
 }
-/// The 60000 training images (apt-get install dataset-fashion-mnist).
-inline labelled_images load_train(const std::string& dir = "") {
+LOCUS_RUNTIME_INLINE labelled_images load_train(const std::string& dir) {
   const auto d = directory(dir);
   return read_labelled(d + "/train-images-idx3-ubyte.gz", d + "/train-labels-idx1-ubyte.gz", classes);
 }
-/// The 10000 test images.
-inline labelled_images load_test(const std::string& dir = "") {
+LOCUS_RUNTIME_INLINE labelled_images load_test(const std::string& dir) {
   const auto d = directory(dir);
   return read_labelled(d + "/t10k-images-idx3-ubyte.gz", d + "/t10k-labels-idx1-ubyte.gz", classes);
 }
 }  // namespace fashion_mnist
+#endif
 
 }  // namespace locus::data

@@ -151,7 +151,9 @@ private:
 };
 }  // namespace detail
 
-inline std::vector<std::uint8_t> checkpoint::serialize() const {
+// The reader, writer and files: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
   detail::byte_writer w;
   w.raw(magic, sizeof magic);
   w.u32(version);
@@ -177,7 +179,7 @@ inline std::vector<std::uint8_t> checkpoint::serialize() const {
   return std::move(w.out);
 }
 
-inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, const std::string& name) {
+LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, const std::string& name) {
   detail::byte_reader r(data, size, name);
   r.need(sizeof magic, "the magic number");
   if (std::memcmp(data, magic, sizeof magic) != 0) r.fail_at(0, "bad magic number (not a locus checkpoint)");
@@ -273,7 +275,7 @@ inline checkpoint checkpoint::parse(const std::uint8_t* data, std::size_t size, 
   return c;
 }
 
-inline void checkpoint::save(const std::string& path) const {
+LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
   const auto bytes = serialize();
   const auto fail = [&](const std::string& what, int err) {
     throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
@@ -320,7 +322,7 @@ inline void checkpoint::save(const std::string& path) const {
   }
 }
 
-inline checkpoint checkpoint::load(const std::string& path) {
+LOCUS_RUNTIME_INLINE checkpoint checkpoint::load(const std::string& path) {
   if (const auto why = locus::detail::unreadable_reason(path); !why.empty())
     throw checkpoint_error("locus: checkpoint " + path + ": " + why);
   errno = 0;
@@ -334,5 +336,6 @@ inline checkpoint checkpoint::load(const std::string& path) {
   while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
   return parse(bytes.data(), bytes.size(), path);
 }
+#endif
 
 }  // namespace locus::train

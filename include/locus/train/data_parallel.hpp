@@ -61,7 +61,19 @@ struct communicator_of<P> {
 /// Images and labels agree in count; every label is a class of the model: in [0, classes) when
 /// the model says how many (classes()), else at least 0. Checked before anything is trained.
 /// (Here, not in data_parallel: one copy for every policy and device list.)
-inline void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes) {
+LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes);
+/// "[[784, 256], [256]]": tensors' extents, for the messages.
+LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
+/// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
+/// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
+LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
+                                        const std::vector<std::vector<std::uint64_t>>& mine,
+                                        std::size_t parameter_count, const optimizer_info& opt,
+                                        std::size_t device_count, std::size_t state_size);
+
+// The checks: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes) {
   if (data.images.extent(0) != data.labels.size())
     throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
                       std::to_string(data.labels.size()) + " labels");
@@ -72,7 +84,7 @@ inline void check_labelled(const char* what, const data::labelled_images& data, 
                              std::to_string(y[i]) + ", outside the model's classes [0, " + std::to_string(classes) + ")");
 }
 
-inline std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes) {
+LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes) {
   std::string out = "[";
   for (std::size_t t = 0; t < shapes.size(); ++t) {
     out += t ? ", [" : "[";
@@ -82,11 +94,10 @@ inline std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>
   return out + "]";
 }
 
-/// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
-/// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
-inline bool check_restore(const checkpoint& c, const std::string& name,
-                          const std::vector<std::vector<std::uint64_t>>& mine, std::size_t parameter_count,
-                          const optimizer_info& opt, std::size_t device_count, std::size_t state_size) {
+LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
+                                        const std::vector<std::vector<std::uint64_t>>& mine,
+                                        std::size_t parameter_count, const optimizer_info& opt,
+                                        std::size_t device_count, std::size_t state_size) {
   if (c.shapes != mine)
     throw checkpoint_error("locus: checkpoint " + name + ": its tensors " + describe_shapes(c.shapes) +
                            " do not match the model's " + describe_shapes(mine));
@@ -120,6 +131,7 @@ inline bool check_restore(const checkpoint& c, const std::string& name,
                              " floats, this trainer's is " + std::to_string(state_size));
   return drop;
 }
+#endif
 
 /// Accuracy of a replica on a data set (checked by check_labelled, not empty), evaluated on its
 /// device in batches of 1000: one instantiation per device, whatever the policy and device list.
