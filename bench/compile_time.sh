@@ -5,7 +5,8 @@
 #                      with LOCUS_SEPARATE_RUNTIME=1 (README: the run-time part compiled once)
 #   eigen              Eigen Tensor's equivalent: Eigen::Tensor<float, 1> c = a + b * 2.f
 #   data_parallel      a TU that builds train::data_parallel<sync_average, gpu<0>, gpu<1>> over the
-#                      built-in mlp and calls fit
+#                      built-in mlp and calls fit; again with LOCUS_SEPARATE_RUNTIME=1
+#   runtime            the separate runtime's own file (once per program, emulated GPUs)
 #   example            examples/multi_device_train.cpp
 # with the flags of the host build (cmake/locusBackend.cmake): Thrust's OMP device system over the
 # CUDA Toolkit's CCCL (/usr/local/cuda/include/cccl), or Debian's Thrust in /usr/include without the
@@ -36,7 +37,7 @@ while (($#)); do
     --tests) tests=1; shift ;;
     --cxx) cxx="$2"; shift 2 ;;
     --against) against="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compile_time.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -136,6 +137,10 @@ if [ -f /usr/include/eigen3/unsupported/Eigen/CXX11/Tensor ]; then
 fi
 measure hello_separate "$runs" "$work/hello.cpp" "${flags[@]}" -DLOCUS_SEPARATE_RUNTIME=1
 measure data_parallel "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1
+measure data_parallel_separate "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
+        -DLOCUS_SEPARATE_RUNTIME=1
+printf '#define LOCUS_RUNTIME_IMPLEMENTATION\n#include <locus/runtime.hpp>\n' > "$work/runtime.cpp"
+against="" measure runtime 1 "$work/runtime.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 -DLOCUS_SEPARATE_RUNTIME=1
 measure example "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
         -I"$root/examples" "${mpi_flags[@]}"
 
@@ -153,6 +158,8 @@ echo "| hello: \`on<cpu>(a + b * 2.f)\` (best of $runs) | $(best hello) | $hello
 echo "| hello, \`LOCUS_SEPARATE_RUNTIME=1\` (the run-time part compiled elsewhere, once) | $(best hello_separate) | $separate_ratio x Eigen | <= 1.25x Eigen | $(verdict "$separate_ratio" 1.25) | $(text hello_separate) |"
 echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $(best eigen) | 1.00 | | | $(text eigen) |"
 echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $(best data_parallel) | | | | $(text data_parallel) |"
+echo "| the same, \`LOCUS_SEPARATE_RUNTIME=1\` | $(best data_parallel_separate) | | | | $(text data_parallel_separate) |"
+echo "| the separate runtime's own file (\`#include <locus/runtime.hpp>\`, once per program) | $(best runtime) | | | | $(text runtime) |"
 echo "| examples/multi_device_train.cpp (best of $example_runs) | $(best example) | | <= 8 s | $(verdict "$(best example)" 8) | $(text example) |"
 if [ -n "$against" ]; then
   echo
@@ -160,7 +167,7 @@ if [ -n "$against" ]; then
   echo
   echo "| TU | CPU s, $against | CPU s, this tree | ratio | text KB, $against | text KB, this tree | ratio |"
   echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  for tag in hello hello_separate data_parallel example; do
+  for tag in hello hello_separate data_parallel data_parallel_separate example; do
     echo "| $tag | $(best "$tag.base") | $(best "$tag") | $(ratio "$(best "$tag")" "$(best "$tag.base")") | $(text "$tag.base") | $(text "$tag") | $(ratio "$(text "$tag")" "$(text "$tag.base")") |"
   done
 fi

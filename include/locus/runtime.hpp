@@ -33,3 +33,12 @@
 #include <locus/train/data_parallel.hpp>
 #include <locus/train/report.hpp>
 #include <locus/train/runner.hpp>
+
+#if defined(LOCUS_RUNTIME_IMPLEMENTATION)
+namespace locus::detail {
+// Named for the linker: a program that compiles the run-time part twice (a runtime file in a
+// library and another in the executable) fails to link with this name among the duplicates.
+void the_separate_runtime_is_compiled_once_per_program();
+void the_separate_runtime_is_compiled_once_per_program() {}
+}  // namespace locus::detail
+#endif

@@ -38,6 +38,14 @@ class registry;
 namespace detail {
 /// Defined by the run-time part alone, named after its configuration (config.hpp).
 LOCUS_RUNTIME_INLINE registry* LOCUS_DETAIL_RUNTIME_CONFIGURATION();
+#if !LOCUS_RUNTIME_DEFINITIONS
+// Every file of a separate-runtime program refers to its configuration's function itself: the
+// reference in instance() alone is one inline function's, of which the linker keeps one copy (at
+// -O0), so a file of another configuration than the first would link unnoticed.
+namespace {
+[[maybe_unused, gnu::used]] registry* (*const runtime_configuration_check)() = &LOCUS_DETAIL_RUNTIME_CONFIGURATION;
+}  // namespace
+#endif
 }  // namespace detail
 
 class registry {
