@@ -1,9 +1,10 @@
 #pragma once
 // The run-time part of locus in one place: the device registry and its caching arenas, the
 // placement log and its ledger, the messages of their errors, the IDX and checkpoint readers and
-// writers, and the non-template parts of training (its checks, progress lines, replica threads). Header-only programs never include
-// this (every header defines what it uses, inline). A program built with LOCUS_SEPARATE_RUNTIME=1
-// (config.hpp) compiles it once, in a source file of its own:
+// writers, and the non-template parts of training (its checks, progress lines, replica threads).
+// Header-only programs never include this (every header defines what it uses, inline). A program
+// built with LOCUS_SEPARATE_RUNTIME=1 (config.hpp) compiles it once, in a source file of its own
+// (CMake: locus_separate_runtime(<target>), cmake/locusBackend.cmake):
 //
 //     // locus_runtime.cpp: the only file that defines LOCUS_RUNTIME_IMPLEMENTATION
 //     #define LOCUS_RUNTIME_IMPLEMENTATION
