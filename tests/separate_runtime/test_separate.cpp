@@ -3,6 +3,7 @@
 // log and the same messages as a header-only build, whichever translation unit asks.
 #include "catch.hpp"
 #include "other.hpp"
+#include "train_support.hpp"
 
 #include <locus/data/idx.hpp>
 #include <locus/locus.hpp>
@@ -97,14 +98,6 @@ std::string write_idx(const std::string& name, const std::vector<std::uint32_t>&
   std::fclose(f);
   return path;
 }
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
 }  // namespace
 
 TEST_CASE("separate runtime: data files, training and checkpoints") {
@@ -120,7 +113,7 @@ TEST_CASE("separate runtime: data files, training and checkpoints") {
   CHECK(data.images(1, 2) == float(6 * 8) / 255.f);
   labels[3] = 9;
   const auto bad_labels = write_idx("bad_labels", {8}, labels);
-  CHECK(message_of([&] { (void)data::read_labelled(images_path, bad_labels, 4); }) ==
+  CHECK(locus_test::error_of([&] { (void)data::read_labelled(images_path, bad_labels, 4); }) ==
         "locus: " + bad_labels + ": label 9 at offset 11 (example 3) is outside [0, 4)");
 
   // Two replicas, sync_average: the runtime's runner, reporter and checks.
@@ -138,7 +131,7 @@ TEST_CASE("separate runtime: data files, training and checkpoints") {
   CHECK(lines[0].rfind("step 1, loss = ", 0) == 0);
   CHECK(lines[1].find("sec/batch; 2 devices)") != std::string::npos);
   const auto mislabelled = data::read_labelled(images_path, bad_labels);  // no class check while reading
-  CHECK(message_of([&] { (void)trainer.fit(mislabelled, o); }) ==
+  CHECK(locus_test::error_of([&] { (void)trainer.fit(mislabelled, o); }) ==
         "locus: fit: label 3 is 9, outside the model's classes [0, 4)");
 
   // Saved here, read in the other translation unit; refused by a trainer of another model.
@@ -146,10 +139,10 @@ TEST_CASE("separate runtime: data files, training and checkpoints") {
   trainer.save(path);
   CHECK(other::checkpoint_parameters(path) == trainer.state().parameters.size());
   train::data_parallel<train::sync_average, gpu<0>> wider{train::mlp<float>({4, 5, 4}, 1), train::sgd{0.1f}};
-  CHECK(message_of([&] { wider.load(path); }) ==
+  CHECK(locus_test::error_of([&] { wider.load(path); }) ==
         "locus: checkpoint " + path + ": its tensors [[4, 3], [3], [3, 4], [4]] do not match the model's "
         "[[4, 5], [5], [5, 4], [4]]");
-  CHECK(message_of([&] { wider.load(path + ".missing"); }) ==
+  CHECK(locus_test::error_of([&] { wider.load(path + ".missing"); }) ==
         "locus: checkpoint " + path + ".missing: cannot open the file: No such file or directory");
   for (const auto& f : {images_path, labels_path, bad_labels, path}) std::filesystem::remove(f);
 }
