@@ -1,6 +1,7 @@
-// LOCUS_SEPARATE_RUNTIME=1: the run-time part (registry, arenas, placement log, error messages) is
-// compiled once, in runtime.cpp; this file and other.cpp compile calls into it. One registry, one
-// log and the same messages as a header-only build, whichever translation unit asks.
+// LOCUS_SEPARATE_RUNTIME=1: the run-time part (registry, arenas, placement log, error messages, data
+// and checkpoint files, the trainer's checks and threads) is compiled once, in the file
+// locus_separate_runtime adds; this file and other.cpp compile calls into it. One registry, one log
+// and the same messages as a header-only build, whichever translation unit asks.
 #include "catch.hpp"
 #include "other.hpp"
 #include "train_support.hpp"
