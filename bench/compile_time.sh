@@ -6,8 +6,11 @@
 #   eigen              Eigen Tensor's equivalent: Eigen::Tensor<float, 1> c = a + b * 2.f
 #   data_parallel      a TU that builds train::data_parallel<sync_average, gpu<0>, gpu<1>> over the
 #                      built-in mlp and calls fit; again with LOCUS_SEPARATE_RUNTIME=1
+#   one_device         the same trainer over one device (data_parallel<sync_average, gpu<0>>), in
+#                      the separate mode: the smallest training program, the floor of any trainer TU
 #   runtime            the separate runtime's own file (once per program, emulated GPUs)
-#   example            examples/multi_device_train.cpp
+#   example            examples/multi_device_train.cpp; again at -O0 (the code it generates, whatever
+#                      the optimiser does)
 # with the flags of the host build (cmake/locusBackend.cmake): Thrust's OMP device system over the
 # CUDA Toolkit's CCCL (/usr/local/cuda/include/cccl), or Debian's Thrust in /usr/include without the
 # toolkit; -fopenmp; LOCUS_HAS_CBLAS, LOCUS_HAS_ZLIB; LOCUS_EMULATE_GPUS=1 (the emulated variant) for
@@ -37,7 +40,7 @@ while (($#)); do
     --tests) tests=1; shift ;;
     --cxx) cxx="$2"; shift 2 ;;
     --against) against="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compile_time.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -139,10 +142,14 @@ measure hello_separate "$runs" "$work/hello.cpp" "${flags[@]}" -DLOCUS_SEPARATE_
 measure data_parallel "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1
 measure data_parallel_separate "$runs" "$work/data_parallel.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
         -DLOCUS_SEPARATE_RUNTIME=1
+sed 's/gpu<0>, gpu<1>>/gpu<0>>/' "$work/data_parallel.cpp" > "$work/one_device.cpp"
+measure one_device "$runs" "$work/one_device.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 -DLOCUS_SEPARATE_RUNTIME=1
 printf '#define LOCUS_RUNTIME_IMPLEMENTATION\n#include <locus/runtime.hpp>\n' > "$work/runtime.cpp"
 against="" measure runtime 1 "$work/runtime.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 -DLOCUS_SEPARATE_RUNTIME=1
 measure example "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
         -I"$root/examples" "${mpi_flags[@]}"
+against="" measure example_O0 1 "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
+        -I"$root/examples" "${mpi_flags[@]}" -O0
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 verdict() { awk -v a="$1" -v t="$2" 'BEGIN{ if (a == "n/a") print "n/a"; else print (a <= t ? "met" : "not met") }'; }
@@ -159,15 +166,17 @@ echo "| hello, \`LOCUS_SEPARATE_RUNTIME=1\` (the run-time part compiled elsewher
 echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $(best eigen) | 1.00 | | | $(text eigen) |"
 echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $(best data_parallel) | | | | $(text data_parallel) |"
 echo "| the same, \`LOCUS_SEPARATE_RUNTIME=1\` | $(best data_parallel_separate) | | | | $(text data_parallel_separate) |"
+echo "| one \`data_parallel<sync_average, gpu<0>>\` + fit, \`LOCUS_SEPARATE_RUNTIME=1\` (one device: the floor of a trainer TU) | $(best one_device) | | | | $(text one_device) |"
 echo "| the separate runtime's own file (\`#include <locus/runtime.hpp>\`, once per program) | $(best runtime) | | | | $(text runtime) |"
 echo "| examples/multi_device_train.cpp (best of $example_runs) | $(best example) | | <= 8 s | $(verdict "$(best example)" 8) | $(text example) |"
+echo "| the same at -O0 (once) | $(best example_O0) | | | | $(text example_O0) |"
 if [ -n "$against" ]; then
   echo
   echo "Against $against ($(git -C "$root" rev-parse --short "$against")), compiled in turn with this tree's TUs:"
   echo
   echo "| TU | CPU s, $against | CPU s, this tree | ratio | text KB, $against | text KB, this tree | ratio |"
   echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  for tag in hello hello_separate data_parallel data_parallel_separate example; do
+  for tag in hello hello_separate data_parallel data_parallel_separate one_device example; do
     echo "| $tag | $(best "$tag.base") | $(best "$tag") | $(ratio "$(best "$tag")" "$(best "$tag.base")") | $(text "$tag.base") | $(text "$tag") | $(ratio "$(text "$tag")" "$(text "$tag.base")") |"
   done
 fi
