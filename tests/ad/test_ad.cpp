@@ -203,6 +203,13 @@ TEST_CASE("ad: backward twice adds to the parameters' gradients (a parameter as 
                                       "gradient was handed on by the first; compute the loss again");
   CHECK(Z.grad().to_vector() == dz);
   CHECK(K.grad().item() == dk);
+  // Also when the spent loss is not the root: the refusal comes before the other terms' gradients
+  // (sum(K * K)'s, which would run first) are added.
+  const auto again = ad::evaluate(ce * 1.0 + sum(K * K));
+  CHECK_THROWS_WITH(ad::backward(again), "locus: ad: backward through softmax_cross_entropy a second time: its kept "
+                                         "gradient was handed on by the first; compute the loss again");
+  CHECK(Z.grad().to_vector() == dz);
+  CHECK(K.grad().item() == dk);
   CHECK(K.take_grad().item() == dk);
   ad::backward(K);  // the loss is the parameter itself: d K / d K = 1, added
   CHECK(K.grad().item() == 1.0);

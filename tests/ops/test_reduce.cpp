@@ -137,6 +137,10 @@ TEMPLATE_LIST_TEST_CASE("broadcasting rows and columns over a matrix", "[ops][br
   CHECK_THROWS_WITH(on<D>(m + wrong), "locus: add: operand shapes [2, 3] and [4] do not broadcast (a rank-1 operand "
                                       "is a row and must match the columns; col(v) is a column and must match the rows)");
   CHECK_THROWS_AS(on<D>(m * col(bias)), shape_error);
+  // dot's operands are multiplied inside it: its error names dot, not the product.
+  CHECK_THROWS_WITH(dot(scale, bias), "locus: dot: operand shapes [2] and [3] do not match");
+  CHECK_THROWS_WITH(dot<1>(m, wrong), "locus: dot: operand shapes [2, 3] and [4] do not broadcast (a rank-1 operand "
+                                      "is a row and must match the columns; col(v) is a column and must match the rows)");
 }
 
 // Above backend::serial_threshold elements the host runs rank-2 expressions in parallel row by row,
@@ -237,7 +241,20 @@ TEST_CASE("integer and bool sums accumulate in 64 bits, as numpy", "[ops][reduce
   // int64 wraps modulo 2^64 (no undefined behaviour, UBSan is quiet in the asan stage).
   tensor<std::int64_t, cpu> wrap{std::numeric_limits<std::int64_t>::max(), 1};
   CHECK(on<cpu>(sum(wrap)).item() == std::numeric_limits<std::int64_t>::min());
+  // A mean adds in double, as numpy's: it does not wrap with the sum.
+  tensor<std::int64_t, cpu> high(shape{2}, std::numeric_limits<std::int64_t>::max());
+  tensor<std::uint64_t, cpu> uhigh(shape{2}, std::numeric_limits<std::uint64_t>::max());
+  tensor<std::int64_t, cpu> low(shape{2}, std::numeric_limits<std::int64_t>::min());
+  CHECK(on<cpu>(mean(high)).item() == 9223372036854775807.0);
+  CHECK(on<cpu>(mean(uhigh)).item() == 18446744073709551615.0);
+  CHECK(on<cpu>(mean(low)).item() == -9223372036854775808.0);
+  tensor<std::int64_t, cpu, 2> rows{{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max()},
+                                    {-3, 4}};
+  CHECK(on<cpu>(mean<1>(rows)).to_vector() == std::vector<double>{9223372036854775807.0, 0.5});
+  CHECK(on<cpu>(mean(truths)).item() == 1.0);
 #if LOCUS_HAS_GPUS
+  CHECK(on<gpu<0>>(mean(to<gpu<0>>(high))).item() == 9223372036854775807.0);
+  CHECK(on<gpu<1>>(mean<1>(to<gpu<1>>(rows))).to_vector() == std::vector<double>{9223372036854775807.0, 0.5});
   CHECK(on<gpu<0>>(sum(to<gpu<0>>(big))).item() == 3 * std::int64_t{std::numeric_limits<std::int32_t>::max()});
   CHECK(on<gpu<1>>(sum(to<gpu<1>>(truths))).item() == 3);
 #endif

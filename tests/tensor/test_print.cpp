@@ -120,6 +120,20 @@ TEST_CASE("large tensors are summarised by their edges, numpy's threshold and ed
                                               " [0.50, 0.50, 2.25]]");
   CHECK(to_string(v, {.threshold = 5, .edge_items = 1}) == "tensor<int, cpu> [2000]\n[   0, ..., 1999]");
   CHECK(to_string(tensor<int, cpu>{1, 2, 3}, {.threshold = 2, .edge_items = 2}) == "tensor<int, cpu> [3]\n[1, 2, 3]");
+  // edge_items so large that twice it wraps size_t: nothing is elided (it was laid out as 2 of 3 words).
+  tensor<int, cpu> five(shape{5}, 7);
+  CHECK(to_string(five, {.threshold = 1, .edge_items = (std::size_t{1} << 63) + 1}) ==
+        "tensor<int, cpu> [5]\n[7, 7, 7, 7, 7]");
+  CHECK(to_string(five, {.threshold = 1, .edge_items = std::size_t(-1)}) == "tensor<int, cpu> [5]\n[7, 7, 7, 7, 7]");
+  CHECK(to_string(five, {.threshold = 1, .edge_items = 2}) == "tensor<int, cpu> [5]\n[7, 7, ..., 7, 7]");
+}
+
+TEST_CASE("a negative precision is refused by name", "[tensor][print][errors]") {
+  const tensor<float, cpu> x{0.1f, 0.25f};
+  CHECK_THROWS_AS(to_string(x, {.precision = -3}), config_error);
+  CHECK_THROWS_WITH(to_string(x, {.precision = -3}),
+                    "locus: print_options: precision is -3; it is the most fraction digits, 0 or more");
+  CHECK(to_string(x, {.precision = 0}) == "tensor<float, cpu> [2]\n[0., 0.]");
 }
 
 #if LOCUS_HAS_GPUS

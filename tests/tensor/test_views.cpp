@@ -171,6 +171,23 @@ TEMPLATE_LIST_TEST_CASE("bad rows, ranges and reshape sizes throw shape_error na
   CHECK_THROWS_WITH(reshape(empty, shape{1}),
                     "locus: reshape: a tensor of shape [] (0 elements, an empty rank-0 tensor) cannot be viewed as [1] "
                     "(1 elements)");
+  // A shape whose element count wraps size_t is refused, not compared by its wrapped count:
+  // 2^62 + 1 rows of 4 "are" 4 elements modulo 2^64, 2^32 x 2^32 "are" none.
+  tensor<T, D, 1> four(shape{4}, T(1));
+  const std::size_t big = (std::size_t{1} << 62) + 1, half = std::size_t{1} << 32;
+  CHECK_THROWS_WITH(reshape(four, shape{big, std::size_t{4}}),
+                    "locus: reshape: the shape [4611686018427387905, 4] has more elements than size_t can count");
+  tensor<T, D, 1> nothing(shape{0});
+  CHECK_THROWS_WITH(reshape(nothing, shape{half, half}),
+                    "locus: reshape: the shape [4294967296, 4294967296] has more elements than size_t can count");
+  CHECK(reshape(nothing, shape{half, std::size_t{0}, half}).size() == 0);  // a zero extent: none, exactly
+  CHECK_THROWS_WITH((make_view<D>(four.data(), shape{half, half})),
+                    "locus: make_view<" + id_of<D>.type_name() +
+                        ">: the shape [4294967296, 4294967296] has more elements than size_t can count");
+  CHECK_THROWS_WITH((make_view<D>(four.data(), shape{std::size_t{1} << 62, std::size_t{2}})),
+                    "locus: make_view<" + id_of<D>.type_name() +
+                        ">: the shape [4611686018427387904, 2] has more elements than size_t can count" +
+                        (sizeof(T) > 1 ? std::string(" in bytes") : std::string()));
   // A reduction's rank-0 result reshapes to one element and back.
   auto s = on<D>(sum(m));
   CHECK(reshape(s, shape{1}).to_vector() == std::vector<T>{T(12)});

@@ -221,6 +221,8 @@ template <class E, class L, device D>
                           "was handed on by the first; compute the loss again");
       if (self.grad_is_one) {
         z.step()->accumulate(std::move(*dz));  // d loss / d loss is 1: the kept gradient as it is
+        self.spent = "locus: ad: backward through softmax_cross_entropy a second time: its kept gradient was "
+                     "handed on by the first; compute the loss again";
       } else {
         z.step()->accumulate(on<D>(*dz * self.upstream()));
       }

@@ -54,6 +54,9 @@ struct step_base {
   const std::uint64_t order = next_order.fetch_add(1, std::memory_order_relaxed);
   bool requires_grad = false;  ///< a parameter, or a step that depends on one
   bool is_parameter = false;
+  /// Its backward can run once and has (softmax_cross_entropy's, whose kept gradient was handed
+  /// on): backward() refuses a graph that reaches it before any gradient changes.
+  const char* spent = nullptr;
   std::vector<std::shared_ptr<step_base>> inputs;  ///< the steps whose values this one read
   step_base() = default;
   step_base(const step_base&) = delete;
@@ -480,6 +483,14 @@ void backward(const var<T, D, 0>& loss) {
   auto* root = loss.step();
   if (root == nullptr) throw shape_error("locus: ad: backward of a default-constructed var");
   if (!root->requires_grad) return;  // no parameter reached: every gradient is zero
+  std::vector<detail::step_base*> steps{root};
+  std::unordered_set<const detail::step_base*> seen{root};
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    for (const auto& in : steps[i]->inputs)
+      if (in && in->requires_grad && seen.insert(in.get()).second) steps.push_back(in.get());
+  // Every step that would refuse is found before anything is written: no gradient half-updated.
+  for (const auto* s : steps)
+    if (s->spent != nullptr) throw shape_error(s->spent);
   // The seed d loss / d loss = 1 is written only if the root's backward reads it as a tensor
   // (softmax_cross_entropy's does not: its kept gradient is the answer as it is).
   if (root->has_grad || !root->back) {
@@ -489,11 +500,6 @@ void backward(const var<T, D, 0>& loss) {
     root->grad_is_one = true;
     root->seed_pending = true;
   }
-  std::vector<detail::step_base*> steps{root};
-  std::unordered_set<const detail::step_base*> seen{root};
-  for (std::size_t i = 0; i < steps.size(); ++i)
-    for (const auto& in : steps[i]->inputs)
-      if (in && in->requires_grad && seen.insert(in.get()).second) steps.push_back(in.get());
   std::sort(steps.begin(), steps.end(), [](const auto* a, const auto* b) { return a->order > b->order; });
   for (auto* s : steps) {
     s->run_backward();

@@ -401,6 +401,16 @@ struct extents_ref {
                                : " do not match"));
 }
 #endif
+/// Rethrows a node's shape error under the name of the call that built the node (dot's product:
+/// "locus: mul: operand shapes ..." becomes "locus: dot: operand shapes ..."); others unchanged.
+[[noreturn]] LOCUS_RUNTIME_INLINE void rethrow_as(const char* call, const shape_error& e);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void rethrow_as(const char* call, const shape_error& e) {
+  const std::string what = e.what(), mul = "locus: mul: ";
+  if (what.compare(0, mul.size(), mul) != 0) throw e;
+  throw shape_error(std::string("locus: ") + call + ": " + what.substr(mul.size()));
+}
+#endif
 /// The operands' extents gathered here, not in the node's lambda: nvcc 13's front end mangles a
 /// pack expanded inside a braced list in a generic lambda of a class template member.
 template <class... Cs>

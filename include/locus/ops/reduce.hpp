@@ -70,15 +70,32 @@ struct dot : sum {
 struct mean {
   static constexpr const char* name = "mean";
   static constexpr const char* type = "Mean";
+  /// Floating point: the sum's accumulator, divided by the count.
   template <class T, bool Host>
   struct reducer : sum::reducer<T, Host> {
     using base = sum::reducer<T, Host>;
-    using result = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+    using result = T;
     LOCUS_HOST_DEVICE result finish(typename base::acc a, std::size_t n) const {
-      // An integer sum is read as the signed or unsigned 64-bit value it stands for.
-      const auto total = static_cast<result>(static_cast<sum_result_t<T>>(a));
-      return static_cast<result>(total / static_cast<result>(n));
+      return static_cast<result>(static_cast<result>(a) / static_cast<result>(n));
     }
+  };
+  /// Integers and bool: added in double, as numpy's mean does (an int64 sum would wrap at 2^63:
+  /// the mean of {INT64_MAX, INT64_MAX} is 9.2e18, not -1).
+  template <class T, bool Host>
+    requires std::is_integral_v<T>
+  struct reducer<T, Host> {
+    using acc = double;
+    using result = double;
+    LOCUS_HOST_DEVICE acc identity() const { return 0.0; }
+    LOCUS_HOST_DEVICE acc lift(T v, std::size_t) const { return static_cast<acc>(v); }
+    LOCUS_HOST_DEVICE acc combine(acc a, acc b) const { return a + b; }
+    LOCUS_HOST_DEVICE result finish(acc a, std::size_t n) const { return a / static_cast<double>(n); }
+    static constexpr bool additive = true;
+    using lane = double;
+    lane lane_identity() const { return 0.0; }
+    lane lane_lift(T v, std::size_t) const { return static_cast<lane>(v); }
+    lane lane_combine(lane a, lane b) const { return a + b; }
+    acc fold(acc a, lane b) const { return a + b; }
   };
 };
 struct norm {
@@ -255,9 +272,11 @@ LOCUS_DETAIL_REDUCTION(count_if, reducers::count_if, 2)
 /// dot(a, b) = sum(a * b) in one pass; dot<1>(m, k): the dot product of each row pair.
 template <int Axis = all_axes, operand A, operand B>
   requires(!has_var_v<node_t<A>> && !has_var_v<node_t<B>>)
-[[nodiscard]] auto dot(A&& a, B&& b) {
+[[nodiscard]] auto dot(A&& a, B&& b) try {
   auto product = std::forward<A>(a) * std::forward<B>(b);
   return reduction<reducers::dot, Axis, decltype(product)>{std::move(product)};
+} catch (const shape_error& e) {
+  detail::rethrow_as("dot", e);  // the product's "locus: mul: operand shapes ..." names the user's call
 }
 
 }  // namespace expr

@@ -16,6 +16,7 @@
 #include <locus/backend/memory.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
+#include <locus/errors.hpp>
 #include <locus/log.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
@@ -43,7 +44,7 @@ namespace locus {
 struct print_options {
   std::size_t threshold = 1000;  ///< more elements than this: every axis longer than 2 * edge_items is elided
   std::size_t edge_items = 3;    ///< the entries kept at each end of an elided axis
-  int precision = 8;             ///< the most fraction digits of a floating-point element
+  int precision = 8;             ///< the most fraction digits of a floating-point element (0 or more: config_error)
   std::size_t line_width = 75;   ///< a row wraps before it passes this column
 };
 
@@ -153,7 +154,7 @@ std::vector<std::string> element_words(const U* x, std::size_t n, const print_op
       }
     const bool scientific = hi >= U(1e8) || (lo != 0 && (lo < U(1e-4) || hi / lo > U(1000)));
     const auto format = scientific ? std::chars_format::scientific : std::chars_format::fixed;
-    const int most = std::max(o.precision, 0);
+    const int most = o.precision;
     int digits = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (!std::isfinite(x[i])) continue;
@@ -247,11 +248,17 @@ template <class T, device D, int R>
 std::string print(const char* kind, const tensor_view<T, D, R>& v, const print_options& o) {
   std::string s = std::string(kind) + '<' + element_type_name<T>() + ", " + id_of<D>.type_name() +
                   (R == 1 ? std::string() : ", " + std::to_string(R)) + "> " + v.shape().str() + '\n';
+  if (o.precision < 0)
+    throw config_error("locus: print_options: precision is " + std::to_string(o.precision) +
+                       "; it is the most fraction digits, 0 or more");
   shown_axes<R> axes{};
   const bool summarise = v.size() > o.threshold;
   if constexpr (R > 0)
-    for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d)
-      axes[d] = {v.extent(d), o.edge_items, summarise && v.extent(d) > 2 * o.edge_items};
+    for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) {
+      // extent > 2 * edge_items, without the product (a huge edge_items would wrap it).
+      const std::size_t n = v.extent(d), e = o.edge_items;
+      axes[d] = {n, e, summarise && e < n && n - e > e};
+    }
   std::size_t shown = v.size() == 0 ? 0 : 1;
   for (const auto& a : axes) shown *= a.count();
   const auto host = gather(v, axes);

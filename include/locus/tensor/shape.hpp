@@ -56,6 +56,17 @@ public:
     for (auto e : extents) n *= e;
     return n;
   }
+  /// True when the extents' product does not fit in size_t (none of them 0): size() wrapped.
+  [[nodiscard]] constexpr bool size_overflows() const noexcept {
+    std::size_t n = 1;
+    bool over = false;
+    for (auto e : extents) {
+      if (e == 0) return false;
+      if (n > static_cast<std::size_t>(-1) / e) over = true;
+      else n *= e;
+    }
+    return over;
+  }
   friend constexpr bool operator==(const shape&, const shape&) = default;
 
   /// "[2, 3]"
