@@ -80,6 +80,26 @@ TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[dat
   CHECK_THROWS_WITH(data::read_idx(p), Catch::Contains("dimension 1 at offset 8 is 65536, not a usable extent"));
 }
 
+TEST_CASE("a gzip file cut short is refused, even when only its checksum trailer is missing", "[data][idx][errors]") {
+  const auto whole = write("whole.gz", idx_bytes({2, 3, 4}, 24), true);
+  std::vector<char> bytes(std::filesystem::file_size(whole));
+  std::FILE* in = std::fopen(whole.c_str(), "rb");
+  REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
+  std::fclose(in);
+  REQUIRE(data::read_idx(whole).bytes.size() == 24);
+  // 8 trailer bytes (CRC-32, length): every data byte is there with 1 to 8 of them cut, none is
+  // checked; cut into the deflate data, the data ends early.
+  for (std::size_t cut : {1, 6, 8, 20}) {
+    const auto path = (std::filesystem::temp_directory_path() / "locus_idx_test" / "cut.gz").string();
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size() - cut, out);
+    std::fclose(out);
+    CAPTURE(cut);
+    CHECK_THROWS_AS(data::read_idx(path), data_error);
+    CHECK_THROWS_WITH(data::read_idx(path), Catch::StartsWith("locus: " + path + ": truncated"));
+  }
+}
+
 TEST_CASE("a small gzip file that inflates far past what its header announces is refused without inflating it all",
           "[data][idx][errors]") {
   // 16 data bytes announced, 256 MiB of zeros behind them (about 250 KB compressed): the reader

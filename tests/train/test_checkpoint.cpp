@@ -367,6 +367,30 @@ TEST_CASE("save never writes through a link planted beside the checkpoint, and c
   std::remove(victim.c_str());
 }
 
+TEST_CASE("a checkpoint path that cannot be written is refused before the first step", "[train][checkpoint][errors]") {
+  auto data = synthetic(512, 2);
+  data_parallel<sync_average, cpu> t{mlp<float>({16, 12, 4}, 5), sgd{0.1f, 0.9f}};
+  const auto before = t.parameters();
+  const std::string missing = temp_path("no-such-folder") + "/ck.bin";
+  std::size_t steps = 0;
+  auto o = with_checkpoints(missing, 10);
+  o.on_step = [&](const progress&) { ++steps; };
+  CHECK(locus_test::error_of([&] { (void)t.fit(data, o); }) ==
+        "locus: checkpoint " + missing + ": cannot create a temporary file beside it: No such file or directory");
+  const std::string folder = temp_path("a-folder");
+  std::filesystem::create_directories(folder);
+  CHECK(locus_test::error_of([&] { (void)t.fit(data, with_checkpoints(folder, 10)); }) ==
+        "locus: checkpoint " + folder + ": it is a directory; a checkpoint is a file");
+  CHECK(steps == 0);
+  CHECK(t.parameters() == before);
+  std::filesystem::remove(folder);
+  // A writable place: the probe leaves no file behind.
+  const auto path = temp_path("probe");
+  checkpoint::check_writable(path);
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(temporaries_beside(path) == 0);
+}
+
 TEST_CASE("a resumed fit's progress counts only the steps it ran", "[train][checkpoint]") {
   const auto path = temp_path("resumed-rate");
   auto data = synthetic(512, 2);
@@ -390,6 +414,16 @@ TEST_CASE("a resumed fit's progress counts only the steps it ran", "[train][chec
   // The first line covers steps 21-30 since the fit started: 10 steps, not 30.
   CHECK(lines[0].sec_per_batch * 10 == Approx(lines[0].wall_seconds).epsilon(1e-6));
   CHECK(lines[0].examples_per_sec * lines[0].wall_seconds == Approx(10.0 * 64).epsilon(1e-6));
+  // The checkpoint now has the whole run's 32 steps. A fit whose whole run is shorter (batch 128:
+  // 16 steps) was written by another run: refused, the trainer untouched.
+  REQUIRE(checkpoint::load(path).steps == 32);
+  auto bigger = with_checkpoints(path, 10);
+  bigger.batch = 128;
+  const auto params = resumed.parameters();
+  CHECK(error_of([&] { (void)resumed.fit(data, bigger); }) ==
+        "locus: checkpoint " + path + ": 32 steps done, past the end of this fit (16 steps in all): written by a run "
+        "with another batch, epochs or max_steps");
+  CHECK(resumed.parameters() == params);
   std::remove(path.c_str());
 }
 

@@ -162,6 +162,25 @@ TEST_CASE("sequential refuses layers that do not chain and batches of the wrong 
         "locus: sequential: a batch of 15 features for 16 inputs");
 }
 
+TEST_CASE("sequential's classes are its last dense layer's outputs: fit and accuracy refuse other labels",
+          "[train][ad][errors]") {
+  sequential three{nn::dense(16, 8), nn::relu, nn::dense(8, 3), nn::tanh};
+  CHECK(three.classes() == 3);
+  auto data = synthetic(64, 3);  // labels 0 to 3
+  std::size_t first_three = 0;
+  while (data.labels.data()[first_three] != 3) ++first_three;
+  data_parallel<sync_average, cpu> t{three, sgd{0.1f}};
+  const auto before = t.parameters();
+  const std::string why = "locus: fit: label " + std::to_string(first_three) +
+                          " is 3, outside the model's classes [0, 3)";
+  CHECK(locus_test::error_of([&] { (void)t.fit(data, quiet(1, 16)); }) == why);
+  CHECK(t.parameters() == before);  // refused before the first step
+  CHECK_THROWS_AS(t.accuracy(data), data::data_error);
+  sequential four{nn::dense(16, 4)};
+  data_parallel<sync_average, cpu> ok{four, sgd{0.1f}};
+  CHECK(ok.fit(data, quiet(1, 16)).steps == 4);
+}
+
 TEST_CASE("one mlp step: ad launches as many kernels as the hand-written backward pass", "[train][ad]") {
   mlp<float> autodiff({784, 128, 64, 10}, 1);
   handwritten_mlp<float> by_hand({784, 128, 64, 10}, 1);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -219,17 +220,24 @@ TEST_CASE("apply_step refuses mismatched sizes and a step count of 0 before any 
 TEST_CASE("bad optimiser options are refused with the value named, before anything is made", "[train][optim][errors]") {
   mlp<float> model({16, 8, 4}, 3);
   const auto refused = [&](const auto& opt) { return error_of([&] { data_parallel<sync_average, cpu> t{model, opt}; }); };
-  CHECK(refused(adam{0.f}) == "locus: adam: the learning rate must be positive and finite, not 0.000000");
+  CHECK(refused(adam{0.f}) == "locus: adam: the learning rate must be positive and finite, not 0");
   CHECK(refused(adamw{std::nanf("")}) == "locus: adamw: the learning rate must be positive and finite, not nan");
-  CHECK(refused(adam{1e-3f, 1.f}) == "locus: adam: beta1 must be in [0, 1), not 1.000000");
-  CHECK(refused(adam{1e-3f, 0.9f, -0.5f}) == "locus: adam: beta2 must be in [0, 1), not -0.500000");
-  CHECK(refused(adamw{1e-3f, 0.9f, 0.999f, 0.f}) == "locus: adamw: eps must be positive and finite, not 0.000000");
+  CHECK(refused(adam{1e-3f, 1.f}) == "locus: adam: beta1 must be in [0, 1), not 1");
+  CHECK(refused(adam{1e-3f, 0.9f, -0.5f}) == "locus: adam: beta2 must be in [0, 1), not -0.5");
+  CHECK(refused(adamw{1e-3f, 0.9f, 0.999f, 0.f}) == "locus: adamw: eps must be positive and finite, not 0");
   CHECK(refused(adam{1e-3f, 0.9f, 0.999f, 1e-8f, -1.f}) ==
-        "locus: adam: weight_decay must be at least 0 and finite, not -1.000000");
+        "locus: adam: weight_decay must be at least 0 and finite, not -1");
   CHECK(refused(adamw{0.5f, 0.9f, 0.999f, 1e-8f, 2.f}) ==
-        "locus: adamw: lr * weight_decay must be below 1 (the decay factor 1 - lr * weight_decay), not 1.000000");
+        "locus: adamw: lr * weight_decay must be below 1 (the decay factor 1 - lr * weight_decay), not 1");
   CHECK(refused(sgd{0.1f, 0.f, true}) == "locus: sgd: nesterov needs a momentum in (0, 1), not 0");
-  CHECK(refused(sgd{0.1f, 1.f}) == "locus: sgd: momentum must be in [0, 1), not 1.000000");
+  CHECK(refused(sgd{0.1f, 1.f}) == "locus: sgd: momentum must be in [0, 1), not 1");
+  // Values print as the shortest text that reads back to them: a tiny negative rate is not "-0.000000".
+  CHECK(refused(sgd{-1e-9f}) == "locus: sgd: the learning rate must be positive and finite, not -1e-09");
+  CHECK(refused(adamw{std::numeric_limits<float>::infinity()}) ==
+        "locus: adamw: the learning rate must be positive and finite, not inf");
+  CHECK(refused(sgd{0.1f, 0.99999994f}).empty());
+  CHECK(refused(sgd{0.1f, -0.f}).empty());
+  CHECK(refused(sgd{0.1f, -1e-30f}) == "locus: sgd: momentum must be in [0, 1), not -1e-30");
   // Coupled decay has no such bound: Adam's L2 term is a gradient.
   CHECK(refused(adam{0.5f, 0.9f, 0.999f, 1e-8f, 2.f}).empty());
 }

@@ -209,7 +209,8 @@ LOCUS_RUNTIME_INLINE int registry::env_int(const char* name, int fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > max_logical_gpus)
+  // Digits only: strtol would also take " +2" (and refuses "2 "): neither is a count as written.
+  if (*v < '0' || *v > '9' || *end != '\0' || x < 0 || x > max_logical_gpus)
     throw device_error(std::string("locus: environment variable ") + name + "=\"" + v +
                        "\" is not a device count");
   return static_cast<int>(x);

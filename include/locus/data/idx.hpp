@@ -108,7 +108,16 @@ struct file_source final : idx_source {
         throw data_error("locus: " + path + ": corrupt compressed data after byte " + std::to_string(offset + got) +
                          " of the decompressed stream (" + why + ")");
       }
-      if (k == 0) break;
+      if (k == 0) {
+        // The end of the input inside a gzip member (its data, or its CRC and length trailer) is
+        // not the end of the file: zlib says Z_BUF_ERROR, and the checksum was never checked.
+        int code = Z_OK;
+        (void)gzerror(f, &code);
+        if (code == Z_BUF_ERROR)
+          throw data_error("locus: " + path + ": truncated compressed data: the gzip stream ends early, after byte " +
+                           std::to_string(offset + got) + " of the decompressed stream (its checksum unchecked)");
+        break;
+      }
       got += std::size_t(k);
     }
     offset += got;

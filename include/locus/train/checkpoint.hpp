@@ -76,6 +76,10 @@ struct checkpoint {
 
   void save(const std::string& path) const;
   static checkpoint load(const std::string& path);
+  /// Throws the checkpoint_error save(path) would, for what can be known before writing: path is a
+  /// directory, or no file can be created beside it (a missing or read-only folder). Creates and
+  /// removes one temporary file. fit() calls it before the first step.
+  static void check_writable(const std::string& path);
 };
 
 namespace detail {
@@ -320,6 +324,27 @@ LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
     std::remove(tmp.c_str());
     fail("cannot rename " + tmp + " over it", e);
   }
+}
+
+LOCUS_RUNTIME_INLINE void checkpoint::check_writable(const std::string& path) {
+  const auto fail = [&](const std::string& what, int err) {
+    throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+  };
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("it is a directory; a checkpoint is a file", 0);
+#if __has_include(<unistd.h>)
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail("cannot create a temporary file beside it", errno);
+  ::close(fd);
+  ::unlink(tmp.c_str());
+#else
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wbx");
+  if (f == nullptr) fail("cannot create " + tmp, errno);
+  std::fclose(f);
+  std::remove(tmp.c_str());
+#endif
 }
 
 LOCUS_RUNTIME_INLINE checkpoint checkpoint::load(const std::string& path) {

@@ -210,10 +210,12 @@ public:
     if (!o.checkpoint_path.empty() && !detail::checkpoints_during_fit<Policy>)
       throw config_error(std::string("locus: fit: ") + Policy::name + " does not write checkpoints during fit; call "
                          "save() after fit");
+    // Rank 0 writes them: a folder that is missing or read-only fails now, not after the run.
+    if (!o.checkpoint_path.empty() && rank() == 0) checkpoint::check_writable(o.checkpoint_path);
     const auto start = std::chrono::steady_clock::now();
     fit_result result;
     seed_ = o.seed;
-    if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, result);
+    if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total_steps(data.size(), o), result);
     detail::reporter report(o, total_steps(data.size(), o), device_count);
     report.resume_at(result.resumed_from);
     fit_context<set_type> c{*set_, data, o, total_steps(data.size(), o), result.resumed_from, result, report, {}};
@@ -321,7 +323,7 @@ public:
 
 private:
   /// The checkpoint to resume from, when options name one that exists.
-  void resume(const fit_options& o, fit_result& result) {
+  void resume(const fit_options& o, std::size_t total, fit_result& result) {
     if (o.checkpoint_path.empty()) return;
     if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
     else return;
@@ -329,6 +331,11 @@ private:
     if (c.seed != o.seed)
       throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " + std::to_string(c.seed) +
                              ", this fit has seed " + std::to_string(o.seed) + " (another data order)");
+    // More steps done than this whole fit has: another batch size, fewer epochs or max_steps.
+    if (c.steps > total)
+      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": " + std::to_string(c.steps) +
+                             " steps done, past the end of this fit (" + std::to_string(total) +
+                             " steps in all): written by a run with another batch, epochs or max_steps");
     restore(c, o.checkpoint_path);
     result.resumed_from = std::size_t(c.steps);
   }

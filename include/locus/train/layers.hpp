@@ -263,6 +263,9 @@ public:
   }
 
   [[nodiscard]] const std::tuple<L...>& layers() const noexcept { return layers_; }
+  /// The number of classes, the last dense layer's outputs: labels lie in [0, classes())
+  /// (data_parallel checks them before training).
+  [[nodiscard]] std::size_t classes() const noexcept { return classes_; }
 
 private:
   template <device D, class Layer>
@@ -292,11 +295,13 @@ private:
     };
     std::apply([&](const auto&... l) { (one(l), ...); }, layers_);
     if (inputs_ == 0) throw shape_error("locus: sequential: no dense layer (nothing to train)");
+    classes_ = width;  // relu, tanh, sigmoid and dropout keep the width
   }
 
   std::tuple<L...> layers_;
   std::uint64_t seed_ = 1;
   std::size_t inputs_ = 0;
+  std::size_t classes_ = 0;
   std::shared_ptr<std::atomic<std::uint64_t>> calls_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 

@@ -63,16 +63,16 @@ struct basic_adam {
   void validate() const {
     const std::string who = std::string("locus: ") + name + ": ";
     if (!(std::isfinite(lr) && lr > 0.f))
-      throw config_error(who + "the learning rate must be positive and finite, not " + std::to_string(lr));
-    if (!(beta1 >= 0.f && beta1 < 1.f)) throw config_error(who + "beta1 must be in [0, 1), not " + std::to_string(beta1));
-    if (!(beta2 >= 0.f && beta2 < 1.f)) throw config_error(who + "beta2 must be in [0, 1), not " + std::to_string(beta2));
+      throw config_error(who + "the learning rate must be positive and finite, not " + detail::option_value(lr));
+    if (!(beta1 >= 0.f && beta1 < 1.f)) throw config_error(who + "beta1 must be in [0, 1), not " + detail::option_value(beta1));
+    if (!(beta2 >= 0.f && beta2 < 1.f)) throw config_error(who + "beta2 must be in [0, 1), not " + detail::option_value(beta2));
     if (!(std::isfinite(eps) && eps > 0.f))
-      throw config_error(who + "eps must be positive and finite, not " + std::to_string(eps));
+      throw config_error(who + "eps must be positive and finite, not " + detail::option_value(eps));
     if (!(std::isfinite(weight_decay) && weight_decay >= 0.f))
-      throw config_error(who + "weight_decay must be at least 0 and finite, not " + std::to_string(weight_decay));
+      throw config_error(who + "weight_decay must be at least 0 and finite, not " + detail::option_value(weight_decay));
     if (Decoupled && !(double(lr) * double(weight_decay) < 1.0))
       throw config_error(who + "lr * weight_decay must be below 1 (the decay factor 1 - lr * weight_decay), not " +
-                         std::to_string(double(lr) * double(weight_decay)));
+                         detail::option_value(double(lr) * double(weight_decay)));
   }
   /// The first and second moments.
   [[nodiscard]] std::size_t state_buffers() const noexcept { return 2; }

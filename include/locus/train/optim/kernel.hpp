@@ -4,11 +4,24 @@
 // time on every device.
 #include <locus/config.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace locus::train {
+
+namespace detail {
+/// x as the shortest text that reads back to it ("-1e-09", "0.9", "nan", "inf"), for the options'
+/// messages (std::to_string prints 6 fixed digits: -1e-9 as "-0.000000").
+template <class F>
+std::string option_value(F x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+}  // namespace detail
 
 /// The most state buffers an optimiser keeps per parameter (Adam's two moments).
 inline constexpr std::size_t max_state_buffers = 2;

@@ -70,9 +70,9 @@ struct sgd {
   /// [0, 1), or Nesterov without momentum.
   void validate() const {
     if (!(std::isfinite(lr) && lr > 0.f))
-      throw config_error("locus: sgd: the learning rate must be positive and finite, not " + std::to_string(lr));
+      throw config_error("locus: sgd: the learning rate must be positive and finite, not " + detail::option_value(lr));
     if (!(momentum >= 0.f && momentum < 1.f))
-      throw config_error("locus: sgd: momentum must be in [0, 1), not " + std::to_string(momentum));
+      throw config_error("locus: sgd: momentum must be in [0, 1), not " + detail::option_value(momentum));
     if (nesterov && momentum == 0.f) throw config_error("locus: sgd: nesterov needs a momentum in (0, 1), not 0");
   }
   /// One momentum buffer, none without momentum.
