@@ -81,23 +81,51 @@ TEST_CASE("bad IDX files throw data_error naming the file and the offset", "[dat
 }
 
 TEST_CASE("a gzip file cut short is refused, even when only its checksum trailer is missing", "[data][idx][errors]") {
-  const auto whole = write("whole.gz", idx_bytes({2, 3, 4}, 24), true);
-  std::vector<char> bytes(std::filesystem::file_size(whole));
-  std::FILE* in = std::fopen(whole.c_str(), "rb");
-  REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
-  std::fclose(in);
-  REQUIRE(data::read_idx(whole).bytes.size() == 24);
-  // 8 trailer bytes (CRC-32, length): every data byte is there with 1 to 8 of them cut, none is
-  // checked; cut into the deflate data, the data ends early.
-  for (std::size_t cut : {1, 6, 8, 20}) {
-    const auto path = (std::filesystem::temp_directory_path() / "locus_idx_test" / "cut.gz").string();
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    std::fwrite(bytes.data(), 1, bytes.size() - cut, out);
-    std::fclose(out);
-    CAPTURE(cut);
-    CHECK_THROWS_AS(data::read_idx(path), data_error);
-    CHECK_THROWS_WITH(data::read_idx(path), Catch::StartsWith("locus: " + path + ": truncated"));
+  // Small and large: past ~32 KB zlib's gzread inflated straight into the caller's buffer and took a
+  // missing trailer for the end of the file.
+  for (std::uint32_t size : {24u, 100000u}) {
+    const auto whole = write("whole.gz", idx_bytes({size}, size), true);
+    std::vector<char> bytes(std::filesystem::file_size(whole));
+    std::FILE* in = std::fopen(whole.c_str(), "rb");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
+    std::fclose(in);
+    REQUIRE(data::read_idx(whole).bytes.size() == size);
+    // 8 trailer bytes (CRC-32, length): every data byte is there with 1 to 8 of them cut, none
+    // checked; cut into the deflate data, the data ends early.
+    for (std::size_t cut : {1, 4, 6, 8, 20}) {
+      const auto path = (std::filesystem::temp_directory_path() / "locus_idx_test" / "cut.gz").string();
+      std::FILE* out = std::fopen(path.c_str(), "wb");
+      std::fwrite(bytes.data(), 1, bytes.size() - cut, out);
+      std::fclose(out);
+      CAPTURE(size, cut);
+      CHECK_THROWS_AS(data::read_idx(path), data_error);
+      CHECK_THROWS_WITH(data::read_idx(path), Catch::StartsWith("locus: " + path + ": truncated"));
+    }
   }
+}
+
+TEST_CASE("gzip members: several concatenated read as one stream, anything else after the last is refused",
+          "[data][idx][errors]") {
+  const auto bytes = idx_bytes({3, 2, 2}, 12);
+  const auto dir = std::filesystem::temp_directory_path() / "locus_idx_test";
+  std::filesystem::create_directories(dir);
+  const std::string two = (dir / "two_members.gz").string();
+  for (const char* mode : {"wb", "ab"}) {  // the header and half the data, then the rest
+    gzFile f = gzopen(two.c_str(), mode);
+    const std::size_t from = mode[0] == 'w' ? 0 : 10, to = mode[0] == 'w' ? 10 : bytes.size();
+    gzwrite(f, bytes.data() + from, static_cast<unsigned>(to - from));
+    gzclose(f);
+  }
+  const auto a = data::read_idx(two);
+  CHECK(a.dims == std::vector<std::uint32_t>{3, 2, 2});
+  CHECK(a.bytes == std::vector<std::uint8_t>(bytes.begin() + 16, bytes.end()));
+  // Junk after the last member (gzread skipped it): refused, as extra bytes of a raw file are.
+  const auto junk = write("junk.gz", bytes, true);
+  std::FILE* f = std::fopen(junk.c_str(), "ab");
+  std::fputs("xyz", f);
+  std::fclose(f);
+  CHECK_THROWS_WITH(data::read_idx(junk), "locus: " + junk + ": bytes after the end of the gzip stream (after byte 28 of "
+                                          "the decompressed stream), not another gzip member");
 }
 
 TEST_CASE("a small gzip file that inflates far past what its header announces is refused without inflating it all",

@@ -183,6 +183,22 @@ TEST_CASE("one_hot and col_index", "[ops][nn]") {
   CHECK(on<cpu>(col_index(shape{2, 3})).to_vector() == std::vector<std::int64_t>{0, 1, 2, 0, 1, 2});
 }
 
+TEST_CASE("generated operands refuse a shape whose element count wraps size_t", "[ops][nn][random][errors]") {
+  // Nothing is allocated for a whole reduction of them: without the check, sum(col_index) of
+  // [2^63 + 1, 2] summed the 2 elements the count wraps to.
+  const std::size_t big = (std::size_t{1} << 63) + 1;
+  CHECK_THROWS_WITH(col_index(shape{big, std::size_t{2}}),
+                    "locus: col_index: the shape [9223372036854775809, 2] has more elements than size_t can count");
+  CHECK_THROWS_WITH(random::uniform<float>(shape{big, std::size_t{2}}, 1),
+                    "locus: random_uniform: the shape [9223372036854775809, 2] has more elements than size_t can count");
+  CHECK_THROWS_AS(random::normal<float>(shape{std::size_t{1} << 32, std::size_t{1} << 32, std::size_t{0}}, 1),
+                  shape_error);
+  tensor<std::int32_t, cpu> labels{0, 1};
+  CHECK_THROWS_WITH(one_hot<float>(labels, std::size_t{1} << 63),
+                    "locus: col_index: the shape [2, 9223372036854775808] has more elements than size_t can count");
+  CHECK(on<cpu>(sum(col_index(shape{std::size_t{0}, std::size_t{1} << 40}))).item() == 0);
+}
+
 TEST_CASE("counter-based random numbers are the same on every device and have the right moments", "[ops][random]") {
   const std::size_t n = 100000;
   const auto u = on<cpu>(random::uniform<float>(shape{n}, 7, -1.0, 3.0)).to_vector();

@@ -68,6 +68,11 @@ TEST_CASE("extents whose byte count overflows throw before allocating", "[tensor
     CHECK(std::string(e.what()).find("overflow size_t") != std::string::npos);
   }
   CHECK_THROWS_AS((tensor<double, cpu>(shape{huge})), allocation_error);
+  // numpy's rule: the non-zero extents' product overflows, whatever the zero extents (it was
+  // refused with the zero last and accepted with it first).
+  CHECK_THROWS_AS((tensor<float, cpu, 3>(shape{huge, std::size_t{4}, std::size_t{0}})), allocation_error);
+  CHECK_THROWS_AS((tensor<float, cpu, 3>(shape{std::size_t{0}, huge, std::size_t{4}})), allocation_error);
+  CHECK(tensor<float, cpu, 3>(shape{std::size_t{0}, huge, std::size_t{1}}).size() == 0);
   CHECK(memory_stats(id_of<cpu>).system_allocations == before);
 }
 

@@ -180,7 +180,10 @@ TEMPLATE_LIST_TEST_CASE("bad rows, ranges and reshape sizes throw shape_error na
   tensor<T, D, 1> nothing(shape{0});
   CHECK_THROWS_WITH(reshape(nothing, shape{half, half}),
                     "locus: reshape: the shape [4294967296, 4294967296] has more elements than size_t can count");
-  CHECK(reshape(nothing, shape{half, std::size_t{0}, half}).size() == 0);  // a zero extent: none, exactly
+  // numpy's rule, as tensors: the non-zero extents' product must fit, whatever the zero extents.
+  CHECK_THROWS_WITH(reshape(nothing, shape{half, std::size_t{0}, half}),
+                    "locus: reshape: the shape [4294967296, 0, 4294967296] has more elements than size_t can count");
+  CHECK(reshape(nothing, shape{half, std::size_t{0}, std::size_t{4}}).size() == 0);
   CHECK_THROWS_WITH((make_view<D>(four.data(), shape{half, half})),
                     "locus: make_view<" + id_of<D>.type_name() +
                         ">: the shape [4294967296, 4294967296] has more elements than size_t can count");

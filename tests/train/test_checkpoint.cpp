@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 #if __has_include(<sys/wait.h>)
+#  include <sys/stat.h>
 #  include <sys/wait.h>
 #  include <unistd.h>
 #endif
@@ -381,6 +382,15 @@ TEST_CASE("a checkpoint path that cannot be written is refused before the first 
   std::filesystem::create_directories(folder);
   CHECK(locus_test::error_of([&] { (void)t.fit(data, with_checkpoints(folder, 10)); }) ==
         "locus: checkpoint " + folder + ": it is a directory; a checkpoint is a file");
+#if defined(__linux__)
+  // A FIFO is not a checkpoint: refused, not opened (the open would wait for a writer forever).
+  const std::string fifo = temp_path("fifo");
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(locus_test::error_of([&] { (void)t.fit(data, with_checkpoints(fifo, 10)); }) ==
+        "locus: checkpoint " + fifo + ": it is not a regular file");
+  std::remove(fifo.c_str());
+#endif
   CHECK(steps == 0);
   CHECK(t.parameters() == before);
   std::filesystem::remove(folder);

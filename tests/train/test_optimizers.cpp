@@ -238,6 +238,9 @@ TEST_CASE("bad optimiser options are refused with the value named, before anythi
   CHECK(refused(sgd{0.1f, 0.99999994f}).empty());
   CHECK(refused(sgd{0.1f, -0.f}).empty());
   CHECK(refused(sgd{0.1f, -1e-30f}) == "locus: sgd: momentum must be in [0, 1), not -1e-30");
+  // The product as the user's floats give it (0.1f * 10 is 1.0000000149 in double).
+  CHECK(refused(adamw{0.1f, 0.9f, 0.999f, 1e-8f, 10.f}) ==
+        "locus: adamw: lr * weight_decay must be below 1 (the decay factor 1 - lr * weight_decay), not 1");
   // Coupled decay has no such bound: Adam's L2 term is a gradient.
   CHECK(refused(adam{0.5f, 0.9f, 0.999f, 1e-8f, 2.f}).empty());
 }

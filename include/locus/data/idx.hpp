@@ -84,41 +84,79 @@ void grow(V& v, std::size_t n, const std::string& path) {
 }
 
 #if defined(LOCUS_HAS_ZLIB) && LOCUS_HAS_ZLIB
-/// A gzip-compressed or raw file (zlib passes raw files through unchanged), inflated as it is read.
+/// A gzip-compressed file (one member, or several concatenated, as gzip reads them) or a raw one,
+/// inflated as it is read. Driven through inflate() rather than gzread(): every member must end
+/// with its checksum and length (Z_STREAM_END), and nothing but another member may follow the last
+/// (gzread lets a large file cut inside its trailer, and any bytes after the last member, pass).
 struct file_source final : idx_source {
   const std::string& path;
-  gzFile f = nullptr;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{nullptr, &std::fclose};
+  std::vector<std::uint8_t> in = std::vector<std::uint8_t>(std::size_t{1} << 16);
+  z_stream z{};
+  bool gzip = false;
+  bool ended = false;  // the last member's end was read and nothing follows it
+
   explicit file_source(const std::string& p) : path(p) {
     require_regular_file(path);
     errno = 0;
-    f = gzopen(path.c_str(), "rb");
-    if (f == nullptr) throw data_error(open_failure(path, errno));
+    f.reset(std::fopen(path.c_str(), "rb"));
+    if (!f) throw data_error(open_failure(path, errno));
+    refill();
+    gzip = z.avail_in >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b;
+    if (gzip && inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+      throw data_error("locus: " + path + ": zlib could not start inflating (out of memory)");
   }
   file_source(const file_source&) = delete;
   file_source& operator=(const file_source&) = delete;
-  ~file_source() override { gzclose(f); }
+  ~file_source() override {
+    if (gzip) inflateEnd(&z);
+  }
+
+  /// More compressed input when none is left; false at the end of the file.
+  bool refill() {
+    if (z.avail_in != 0) return true;
+    const std::size_t n = std::fread(in.data(), 1, in.size(), f.get());
+    if (n == 0 && std::ferror(f.get())) throw data_error("locus: " + path + ": read error: " + std::strerror(errno));
+    z.next_in = in.data();
+    z.avail_in = static_cast<uInt>(n);
+    return n != 0;
+  }
+
   std::size_t read(std::uint8_t* dst, std::size_t n) override {
     std::size_t got = 0;
-    while (got < n) {
-      const unsigned ask = static_cast<unsigned>(std::min<std::size_t>(n - got, std::size_t{1} << 30));
-      const int k = gzread(f, dst + got, ask);
-      if (k < 0) {
-        int code = 0;
-        const std::string why = gzerror(f, &code);
+    if (!gzip) {  // what refill() buffered first, then the file
+      got = std::min<std::size_t>(n, z.avail_in);
+      if (got != 0) std::memcpy(dst, z.next_in, got);
+      z.next_in += got;
+      z.avail_in -= static_cast<uInt>(got);
+      if (got < n) got += std::fread(dst + got, 1, n - got, f.get());
+      offset += got;
+      return got;
+    }
+    while (got < n && !ended) {
+      if (!refill())
+        throw data_error("locus: " + path + ": truncated compressed data: the gzip stream ends early, after byte " +
+                         std::to_string(offset + got) + " of the decompressed stream (its checksum unchecked)");
+      const auto room = static_cast<uInt>(std::min<std::size_t>(n - got, std::size_t{1} << 30));
+      z.next_out = dst + got;
+      z.avail_out = room;
+      const int r = inflate(&z, Z_NO_FLUSH);
+      got += room - z.avail_out;
+      if (r == Z_STREAM_END) {
+        // A member ends (its checksum and length checked): another may follow, nothing else.
+        if (!refill()) {
+          ended = true;
+        } else if (z.next_in[0] != 0x1f) {
+          throw data_error("locus: " + path + ": bytes after the end of the gzip stream (after byte " +
+                           std::to_string(offset + got) + " of the decompressed stream), not another gzip member");
+        } else {
+          inflateReset(&z);
+        }
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {  // Z_BUF_ERROR: no input left, refilled above
         throw data_error("locus: " + path + ": corrupt compressed data after byte " + std::to_string(offset + got) +
-                         " of the decompressed stream (" + why + ")");
+                         " of the decompressed stream (" + (z.msg != nullptr ? z.msg : "zlib error " + std::to_string(r)) +
+                         ")");
       }
-      if (k == 0) {
-        // The end of the input inside a gzip member (its data, or its CRC and length trailer) is
-        // not the end of the file: zlib says Z_BUF_ERROR, and the checksum was never checked.
-        int code = Z_OK;
-        (void)gzerror(f, &code);
-        if (code == Z_BUF_ERROR)
-          throw data_error("locus: " + path + ": truncated compressed data: the gzip stream ends early, after byte " +
-                           std::to_string(offset + got) + " of the decompressed stream (its checksum unchecked)");
-        break;
-      }
-      got += std::size_t(k);
     }
     offset += got;
     return got;

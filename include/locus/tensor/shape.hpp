@@ -56,16 +56,16 @@ public:
     for (auto e : extents) n *= e;
     return n;
   }
-  /// True when the extents' product does not fit in size_t (none of them 0): size() wrapped.
+  /// True when the product of the non-zero extents does not fit in size_t (numpy's rule: [2^63, 4, 0]
+  /// is refused too, though it has no elements), so that size() may have wrapped.
   [[nodiscard]] constexpr bool size_overflows() const noexcept {
     std::size_t n = 1;
-    bool over = false;
     for (auto e : extents) {
-      if (e == 0) return false;
-      if (n > static_cast<std::size_t>(-1) / e) over = true;
-      else n *= e;
+      if (e == 0) continue;
+      if (n > static_cast<std::size_t>(-1) / e) return true;
+      n *= e;
     }
-    return over;
+    return false;
   }
   friend constexpr bool operator==(const shape&, const shape&) = default;
 

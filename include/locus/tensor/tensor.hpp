@@ -86,11 +86,8 @@ struct is_tensor_view<tensor_view<T, D, R>> : std::true_type {};
 /// Element count of a shape; throws before anything is allocated when it overflows.
 template <int R>
 std::size_t checked_elements(const shape<R>& s, std::size_t element_size, device_id d) {
-  std::size_t n = 1;
-  for (auto e : s.extents) {
-    if (e != 0 && n > std::numeric_limits<std::size_t>::max() / e) throw_extents_overflow(d, s.str(), false);
-    n *= e;
-  }
+  if (s.size_overflows()) throw_extents_overflow(d, s.str(), false);
+  const std::size_t n = s.size();
   if (n != 0 && n > std::numeric_limits<std::size_t>::max() / element_size) throw_extents_overflow(d, s.str(), true);
   return n;
 }

@@ -77,7 +77,8 @@ struct checkpoint {
   void save(const std::string& path) const;
   static checkpoint load(const std::string& path);
   /// Throws the checkpoint_error save(path) would, for what can be known before writing: path is a
-  /// directory, or no file can be created beside it (a missing or read-only folder). Creates and
+  /// directory or another file that is not a regular one (a FIFO, a device), or no file can be
+  /// created beside it (a missing or read-only folder). Creates and
   /// removes one temporary file. fit() calls it before the first step.
   static void check_writable(const std::string& path);
 };
@@ -331,7 +332,11 @@ LOCUS_RUNTIME_INLINE void checkpoint::check_writable(const std::string& path) {
     throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
   };
   struct stat st{};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("it is a directory; a checkpoint is a file", 0);
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail("it is a directory; a checkpoint is a file", 0);
+    // A FIFO's open would wait for a writer forever (fit looks for a checkpoint to resume from).
+    if (!S_ISREG(st.st_mode)) fail("it is not a regular file", 0);
+  }
 #if __has_include(<unistd.h>)
   std::string tmp = path + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());

@@ -72,7 +72,7 @@ struct basic_adam {
       throw config_error(who + "weight_decay must be at least 0 and finite, not " + detail::option_value(weight_decay));
     if (Decoupled && !(double(lr) * double(weight_decay) < 1.0))
       throw config_error(who + "lr * weight_decay must be below 1 (the decay factor 1 - lr * weight_decay), not " +
-                         detail::option_value(double(lr) * double(weight_decay)));
+                         detail::option_value(lr * weight_decay));
   }
   /// The first and second moments.
   [[nodiscard]] std::size_t state_buffers() const noexcept { return 2; }
