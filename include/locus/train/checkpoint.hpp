@@ -78,8 +78,8 @@ struct checkpoint {
   static checkpoint load(const std::string& path);
   /// Throws the checkpoint_error save(path) would, for what can be known before writing: path is a
   /// directory or another file that is not a regular one (a FIFO, a device), or no file can be
-  /// created beside it (a missing or read-only folder). Creates and
-  /// removes one temporary file. fit() calls it before the first step.
+  /// created beside it (a missing or read-only folder). Creates and removes one temporary file;
+  /// fit() calls it before the first step.
   static void check_writable(const std::string& path);
 };
 
