@@ -64,13 +64,6 @@ template <class L, class... Ls>
 struct merge_all<L, Ls...> {
   using type = typename merge_unique<L, typename merge_all<Ls...>::type>::type;
 };
-/// "locus: <who>: the shape [...] has more elements than size_t can count".
-[[noreturn]] LOCUS_RUNTIME_INLINE void throw_too_many_elements(const char* who, const std::string& shape);
-#if LOCUS_RUNTIME_DEFINITIONS
-[[noreturn]] LOCUS_RUNTIME_INLINE void throw_too_many_elements(const char* who, const std::string& shape) {
-  throw shape_error(std::string("locus: ") + who + ": the shape " + shape + " has more elements than size_t can count");
-}
-#endif
 }  // namespace detail
 
 template <class... Ls>
@@ -289,7 +282,7 @@ struct generated {
 
   /// Nothing is allocated for it (a whole reduction reads it directly): its shape is checked here.
   generated(K g, locus::shape<R> s, const char* n, const char* t) : generator(g), extents(s), name(n), type(t) {
-    if (extents.size_overflows()) detail::throw_too_many_elements(name, extents.str());
+    if (extents.size_overflows()) locus::detail::throw_too_many_elements(name, extents.str(), false);
   }
 
   [[nodiscard]] const locus::shape<R>& shape() const noexcept { return extents; }

@@ -20,6 +20,18 @@ LOCUS_RUNTIME_INLINE std::string extents_str(const std::size_t* e, std::size_t r
   return s + "]";
 }
 #endif
+/// "locus: <who>: the shape [...] has more elements than size_t can count[ in bytes]": the
+/// shape_error of every view and operand whose shape fails size_overflows() (nothing allocated for
+/// it, so checked_elements never sees it).
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_too_many_elements(const std::string& who, const std::string& shape,
+                                                               bool in_bytes);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_too_many_elements(const std::string& who, const std::string& shape,
+                                                               bool in_bytes) {
+  throw shape_error("locus: " + who + ": the shape " + shape + " has more elements than size_t can count" +
+                    (in_bytes ? " in bytes" : ""));
+}
+#endif
 }  // namespace detail
 
 template <int Rank>

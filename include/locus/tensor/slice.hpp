@@ -55,8 +55,7 @@ tensor_view<T, D, R> slice(tensor<T, D, R>&& t, I first, J last) {
 /// shape_error naming both shapes when their sizes differ.
 template <class T, device D, int R, int R2>
 [[nodiscard]] tensor_view<T, D, R2> reshape(const tensor_view<T, D, R>& v, shape<R2> s) {
-  if (s.size_overflows())
-    throw shape_error("locus: reshape: the shape " + s.str() + " has more elements than size_t can count");
+  if (s.size_overflows()) detail::throw_too_many_elements("reshape", s.str(), false);
   if (v.size() != s.size())
     throw shape_error("locus: reshape: a tensor of shape " + v.shape().str() + " (" + std::to_string(v.size()) +
                       " elements" + (R == 0 && v.data() == nullptr ? ", an empty rank-0 tensor" : "") +

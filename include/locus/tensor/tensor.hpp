@@ -300,9 +300,7 @@ private:
 template <device D, class T, int R>
 [[nodiscard]] tensor_view<T, D, R> make_view(T* p, shape<R> s) {
   if (s.size_overflows() || s.size() > std::numeric_limits<std::size_t>::max() / sizeof(T))
-    throw shape_error("locus: make_view<" + id_of<D>.type_name() + ">: the shape " + s.str() +
-                      " has more elements than size_t can count" +
-                      (s.size_overflows() ? "" : " in bytes"));
+    detail::throw_too_many_elements("make_view<" + id_of<D>.type_name() + ">", s.str(), !s.size_overflows());
   if (s.size() != 0 && !backend::owns(id_of<D>, p))
     throw device_error("locus: make_view<" + id_of<D>.type_name() + ">: the pointer does not belong to " +
                        id_of<D>.full_name() + "'s memory");
