@@ -158,6 +158,40 @@ private:
 
 // The reader, writer and files: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
 #if LOCUS_RUNTIME_DEFINITIONS
+namespace detail {
+/// The checkpoint_error of writing `path`: "locus: checkpoint <path>: <what>[: <the OS's reason>]".
+[[noreturn]] inline void throw_write_error(const std::string& path, const std::string& what, int err) {
+  throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+}
+
+/// A new file beside a checkpoint's path, open for writing: save()'s temporary, check_writable()'s probe.
+struct temporary_file {
+  std::string name;
+#if __has_include(<unistd.h>)
+  int fd = -1;
+#else
+  std::FILE* f = nullptr;
+#endif
+};
+/// With mkstemp an unpredictable name, created exclusively (O_CREAT | O_EXCL, mode 0600): a link
+/// planted at a guessable name cannot redirect the write, and two trainers saving to one path each
+/// write their own file. Without it, path.tmp, created exclusively ("wbx": refuses an existing file
+/// or link).
+inline temporary_file create_beside(const std::string& path) {
+  temporary_file t;
+#if __has_include(<unistd.h>)
+  t.name = path + ".XXXXXX";
+  t.fd = ::mkstemp(t.name.data());
+  if (t.fd < 0) throw_write_error(path, "cannot create a temporary file beside it", errno);
+#else
+  t.name = path + ".tmp";
+  t.f = std::fopen(t.name.c_str(), "wbx");
+  if (t.f == nullptr) throw_write_error(path, "cannot create " + t.name, errno);
+#endif
+  return t;
+}
+}  // namespace detail
+
 LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
   detail::byte_writer w;
   w.raw(magic, sizeof magic);
@@ -282,16 +316,11 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
 
 LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
   const auto bytes = serialize();
-  const auto fail = [&](const std::string& what, int err) {
-    throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
-  };
+  // Written whole into a temporary beside `path`, then renamed over it: the last rename wins, whole.
+  const auto t = detail::create_beside(path);
+  const std::string& tmp = t.name;
 #if __has_include(<unistd.h>)
-  // A temporary beside `path` with an unpredictable name, created exclusively (mkstemp: O_CREAT |
-  // O_EXCL, mode 0600): a link planted at a guessable name cannot redirect the write, and two
-  // trainers saving to one path each write their own file; the last rename wins, whole.
-  std::string tmp = path + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) fail("cannot create a temporary file beside it", errno);
+  const int fd = t.fd;
   std::size_t done = 0;
   int err = 0;
   while (done < bytes.size()) {
@@ -307,48 +336,39 @@ LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
-    fail("writing " + tmp + " failed", err);
+    detail::throw_write_error(path, "writing " + tmp + " failed", err);
   }
 #else
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // exclusive: refuses an existing file or link
-  if (f == nullptr) fail("cannot create " + tmp, errno);
+  std::FILE* f = t.f;
   bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
     std::remove(tmp.c_str());
-    fail("writing " + tmp + " failed (disk full?)", 0);
+    detail::throw_write_error(path, "writing " + tmp + " failed (disk full?)", 0);
   }
 #endif
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     std::remove(tmp.c_str());
-    fail("cannot rename " + tmp + " over it", e);
+    detail::throw_write_error(path, "cannot rename " + tmp + " over it", e);
   }
 }
 
 LOCUS_RUNTIME_INLINE void checkpoint::check_writable(const std::string& path) {
-  const auto fail = [&](const std::string& what, int err) {
-    throw checkpoint_error("locus: checkpoint " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
-  };
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) fail("it is a directory; a checkpoint is a file", 0);
+    if (S_ISDIR(st.st_mode)) detail::throw_write_error(path, "it is a directory; a checkpoint is a file", 0);
     // A FIFO's open would wait for a writer forever (fit looks for a checkpoint to resume from).
-    if (!S_ISREG(st.st_mode)) fail("it is not a regular file", 0);
+    if (!S_ISREG(st.st_mode)) detail::throw_write_error(path, "it is not a regular file", 0);
   }
+  // save()'s own temporary, created and removed.
+  const auto t = detail::create_beside(path);
 #if __has_include(<unistd.h>)
-  std::string tmp = path + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) fail("cannot create a temporary file beside it", errno);
-  ::close(fd);
-  ::unlink(tmp.c_str());
+  ::close(t.fd);
+  ::unlink(t.name.c_str());
 #else
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wbx");
-  if (f == nullptr) fail("cannot create " + tmp, errno);
-  std::fclose(f);
-  std::remove(tmp.c_str());
+  std::fclose(t.f);
+  std::remove(t.name.c_str());
 #endif
 }
 
