@@ -85,7 +85,7 @@ TEST_CASE("a gzip file cut short is refused, even when only its checksum trailer
   // missing trailer for the end of the file.
   for (std::uint32_t size : {24u, 100000u}) {
     const auto whole = write("whole.gz", idx_bytes({size}, size), true);
-    std::vector<char> bytes(std::filesystem::file_size(whole));
+    std::vector<std::uint8_t> bytes(std::filesystem::file_size(whole));
     std::FILE* in = std::fopen(whole.c_str(), "rb");
     REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
     std::fclose(in);
@@ -93,10 +93,7 @@ TEST_CASE("a gzip file cut short is refused, even when only its checksum trailer
     // 8 trailer bytes (CRC-32, length): every data byte is there with 1 to 8 of them cut, none
     // checked; cut into the deflate data, the data ends early.
     for (std::size_t cut : {1, 4, 6, 8, 20}) {
-      const auto path = (std::filesystem::temp_directory_path() / "locus_idx_test" / "cut.gz").string();
-      std::FILE* out = std::fopen(path.c_str(), "wb");
-      std::fwrite(bytes.data(), 1, bytes.size() - cut, out);
-      std::fclose(out);
+      const auto path = write("cut.gz", {bytes.begin(), bytes.end() - std::ptrdiff_t(cut)}, false);  // as it is
       CAPTURE(size, cut);
       CHECK_THROWS_AS(data::read_idx(path), data_error);
       CHECK_THROWS_WITH(data::read_idx(path), Catch::StartsWith("locus: " + path + ": truncated"));
