@@ -314,3 +314,31 @@ TEST_CASE("an expression whose operands all have its shape is also a function of
   static_assert(!expr::direct::capable<decltype(expr::as_node(a + random::uniform<float>(shape{n}, 1, 0.0, 1.0)))>);
   CHECK(s.size() == 1);
 }
+
+// Hostile use, third round (issue 26, item 3): before, max([1, nan], [nan, 1]) was [1, nan] and
+// relu(nan) 0; the README and the reductions say NaN wins.
+TEMPLATE_LIST_TEST_CASE("elementwise max, min and relu: a NaN operand gives NaN, on every device", "[expr][nan]",
+                        float_cases) {
+  using D = typename TestType::device;
+  using T = typename TestType::value;
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  const tensor<T, D> a = to<D>(tensor<T, cpu>{T(1), nan, nan, -inf, T(2)});
+  const tensor<T, D> b = to<D>(tensor<T, cpu>{nan, T(1), nan, T(0), T(-3)});
+  for (const auto& v : {on<D>(max(a, b)).to_vector(), on<D>(min(a, b)).to_vector()}) {
+    CHECK(std::isnan(v[0]));
+    CHECK(std::isnan(v[1]));
+    CHECK(std::isnan(v[2]));
+  }
+  CHECK(on<D>(max(a, b)).to_vector()[3] == T(0));
+  CHECK(on<D>(min(a, b)).to_vector()[3] == -inf);
+  CHECK(on<D>(max(a, b)).to_vector()[4] == T(2));
+  CHECK(std::isnan(on<D>(max(a, T(0))).to_vector()[1]));
+  const auto r = on<D>(relu(a)).to_vector();
+  CHECK(r[0] == T(1));
+  CHECK(std::isnan(r[1]));
+  CHECK(r[3] == T(0));
+  // Integers are untouched by the NaN rule.
+  tensor<int, cpu> i{3, -4}, j{-1, 7};
+  CHECK(on<cpu>(max(i, j)).to_vector() == std::vector<int>{3, 7});
+  CHECK(on<cpu>(min(i, j)).to_vector() == std::vector<int>{-1, -4});
+}

@@ -15,6 +15,13 @@ using Catch::Approx;
 #include <locus/train/mpi.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
 #include <climits>
 #include <cmath>
 #include <vector>
@@ -165,6 +172,150 @@ TEST_CASE("mpi<hogwild>: lookahead and load_store writes are refused on every ra
   // ranks) runs on both ranks.
   data_parallel<mpi<hogwild>, cpu> ranks{model, sgd{0.1f, 0.9f}};
   CHECK(ranks.fit(data, o).curve.size() == 2);
+}
+
+// Hostile use, third round (issue 26): every failure on one rank ends the fit on every rank with
+// that rank's message; before, each of these left the other rank waiting in MPI_Allreduce forever
+// (a hang fails the whole mpirun by its CTest timeout).
+namespace {
+std::string rank_temp(const std::string& name, int rank) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/locus_mpi_" + name + "_" + std::to_string(rank) + "_" +
+         std::to_string(::getppid());
+}
+/// Softmax regression that throws an int (not a std::exception) from its `after`-th call on.
+struct throws_int_model : softmax_regression<float> {
+  throws_int_model(int after) : softmax_regression(16, 4), after_(after), calls_(std::make_shared<std::atomic<int>>(0)) {}
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    if (calls_->fetch_add(1) >= after_) throw 42;
+    return softmax_regression::loss_and_grad(p, x, y);
+  }
+  int after_;
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("mpi: a checkpoint folder missing on rank 0 only refuses the fit on every rank", "[mpi][faults][checkpoint]") {
+  auto data = synthetic(512, 2);
+  data_parallel<mpi<sync_average>, cpu> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}};
+  auto o = quiet(1, 64);
+  o.checkpoint_path = world_rank() == 0 ? rank_temp("missing", 0) + "/no/ck.bin" : rank_temp("fine", 1);
+  o.checkpoint_every = 2;
+  const auto m = error_of([&] { t.fit(data, o); });
+  CHECK(contains(m, "cannot create a temporary file beside it"));
+  if (world_rank() == 1) CHECK(m.rfind("locus: rank 0 of 2 failed: locus: checkpoint ", 0) == 0);
+  CHECK(t.state().steps == 0);
+}
+
+TEST_CASE("mpi: a checkpoint write failing mid-fit on rank 0 ends the fit on every rank", "[mpi][faults][checkpoint]") {
+  auto data = synthetic(512, 2);
+  const auto folder = rank_temp("vanishing", world_rank());
+  std::filesystem::create_directories(folder);
+  data_parallel<mpi<sync_average>, cpu> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}};
+  auto o = quiet(2, 64);
+  o.checkpoint_path = folder + "/ck.bin";
+  o.checkpoint_every = 2;
+  std::size_t last = 0;
+  o.on_step = [&](const progress& p) {
+    last = p.step;
+    if (p.step == 3) std::filesystem::remove_all(folder);  // the write at step 4 fails on rank 0
+  };
+  const auto m = error_of([&] { t.fit(data, o); });
+  CHECK(m.rfind("locus: rank 0 of 2 failed: locus: checkpoint " + rank_temp("vanishing", 0) + "/ck.bin", 0) == 0);
+  CHECK(contains(m, "cannot create a temporary file beside it"));
+  CHECK(last <= 4);  // it ended at the exchange after the failure
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("mpi: ranks that disagree on the run or the model refuse it on every rank", "[mpi][faults]") {
+  const bool one = world_rank() == 1;
+  auto data = synthetic(512, 2);
+  data_parallel<mpi<sync_average>, cpu> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}};
+  std::string m = error_of([&] { t.fit(data, quiet(one ? 2 : 1, 64)); });
+  CHECK(contains(m, "locus: fit: the ranks disagree on the run (epochs 2 here, 1 on rank 0, steps 16 here, 8 on rank 0)"));
+  if (!one) CHECK(m.rfind("locus: rank 1 of 2 failed: ", 0) == 0);
+  // Another data size (another number of batches per epoch).
+  auto small = synthetic(256, 2);
+  m = error_of([&] { t.fit(one ? small : data, quiet(1, 64)); });
+  CHECK(contains(m, "batches per epoch 4 here, 8 on rank 0"));
+  // A policy option that changes the exchanges.
+  data_parallel<mpi<local_sgd>, cpu> l{mlp<float>({16, 8, 4}, 3), sgd{0.1f}, mpi<local_sgd>{.period = one ? 3u : 4u}};
+  m = error_of([&] { l.fit(data, quiet(1, 64)); });
+  CHECK(contains(m, "local_sgd.period 3 here, 4 on rank 0"));
+  CHECK(t.state().steps == 0);
+  // Another model: refused when the trainer is made (before, MPI_ERR_TRUNCATE on one rank only).
+  m = error_of([&] { data_parallel<mpi<sync_average>, cpu> bad{mlp<float>({16, one ? 9u : 8u, 4}, 3), sgd{0.1f}}; });
+  CHECK(contains(m, "parameters, rank 0's 172: every rank must build the same model"));
+  // And the job goes on.
+  CHECK(t.fit(data, quiet(1, 64)).curve.size() == 8);
+}
+
+TEST_CASE("mpi: a label refused on rank 1 only refuses the fit on every rank", "[mpi][faults]") {
+  auto data = synthetic(512, 2);
+  if (world_rank() == 1) data.labels = tensor<std::int32_t, cpu>(shape{512}, 7);
+  data_parallel<mpi<sync_average>, cpu> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}};
+  const auto m = error_of([&] { t.fit(data, quiet(1, 64)); });
+  CHECK(contains(m, "label 0 is 7, outside the model's classes [0, 4)"));
+  if (world_rank() == 0) CHECK(m.rfind("locus: rank 1 of 2 failed: ", 0) == 0);
+}
+
+TEST_CASE("mpi: an on_step callback that throws on rank 0 ends the fit on every rank", "[mpi][faults]") {
+  auto data = synthetic(512, 2);
+  auto each = [&]<class Policy>(Policy policy, std::size_t at) {
+    data_parallel<Policy, cpu> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}, policy};
+    auto o = quiet(1, 64);
+    o.on_step = [&](const progress& p) {
+      if (world_rank() == 0 && p.step == at) throw std::runtime_error("stop at " + std::to_string(at));
+    };
+    const auto m = error_of([&] { t.fit(data, o); });
+    CHECK(m == "locus: rank 0 of 2 failed: stop at " + std::to_string(at));
+  };
+  each(mpi<sync_average>{}, 3);
+  each(mpi<sync_average>{}, 8);  // the last step: no exchange after it
+  each(mpi<local_sgd>{.period = 4}, 1);
+  each(mpi<local_sgd>{.period = 4}, 8);
+}
+
+TEST_CASE("mpi: a replica throwing a type not derived from std::exception ends the fit on every rank",
+          "[mpi][faults]") {
+  auto data = synthetic(512, 2);
+  auto each = [&]<class Policy>(Policy policy) {
+    data_parallel<Policy, cpu> t{throws_int_model(world_rank() == 1 ? 2 : INT_MAX), sgd{0.1f}, policy};
+    const auto m = error_of([&] { t.fit(data, quiet(1, 64)); });
+    CHECK(m == "locus: rank 1 of 2 failed: /job:localhost/replica:0/task:0/device:CPU:0: an exception of a type not "
+               "derived from std::exception");
+  };
+  each(mpi<sync_average>{});
+  each(mpi<local_sgd>{.period = 2});
+}
+
+TEST_CASE("mpi: a resumed fit takes rank 0's checkpoint on every rank, whatever each rank's folder holds",
+          "[mpi][checkpoint]") {
+  auto data = synthetic(512, 2);
+  // Node-local folders: a path of each rank's own; only rank 0 writes.
+  const auto path = rank_temp("resume", world_rank());
+  std::remove(path.c_str());
+  auto o = quiet(2, 64);
+  o.checkpoint_path = path;
+  o.checkpoint_every = 2;
+  {
+    data_parallel<mpi<sync_average>, cpu> first{mlp<float>({16, 8, 4}, 3), sgd{0.1f, 0.9f}};
+    auto part = o;
+    part.max_steps = 4;
+    first.fit(data, part);
+  }
+  CHECK(std::filesystem::exists(path) == (world_rank() == 0));
+  data_parallel<mpi<sync_average>, cpu> resumed{mlp<float>({16, 8, 4}, 3), sgd{0.1f, 0.9f}};
+  const auto r = resumed.fit(data, o);
+  CHECK(r.resumed_from == 4);  // rank 1 too, whose folder has none
+  CHECK(r.curve.size() == 12);
+  data_parallel<mpi<sync_average>, cpu> straight{mlp<float>({16, 8, 4}, 3), sgd{0.1f, 0.9f}};
+  straight.fit(data, quiet(2, 64));
+  CHECK(resumed.parameters() == straight.parameters());
+  CHECK(spread_from_rank0(resumed.parameters()) == 0.0);
+  std::remove(path.c_str());
 }
 
 int main(int argc, char** argv) {

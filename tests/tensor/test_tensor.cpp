@@ -1,6 +1,9 @@
 #include "../common/test_support.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -249,4 +252,63 @@ TEMPLATE_LIST_TEST_CASE("a rank-0 tensor without storage is empty and gets stora
   auto v = t.view();
   CHECK_THROWS_WITH(v = sum(a), Catch::Contains("empty rank-0 view"));
   CHECK(moved.clone().item() == T(6));
+}
+
+// Hostile use, third round (issue 26, item 15): the caching arena keeps at most its limit, gives
+// its cache back on request, and a held block survives its tensor.
+TEMPLATE_LIST_TEST_CASE("the caching arena is bounded, can be emptied, and holds blocks for pending readers",
+                        "[tensor][memory]", locus_test::devices) {
+  using D = TestType;
+  const device_id d = id_of<D>;
+  release_cached(d);
+  CHECK(memory_stats(d).cached_bytes == 0);
+  // Tensors of growing size, one alive at a time: before, 1..60 MiB left 1830 MiB cached.
+  const auto grow = [] {
+    for (std::size_t mib = 1; mib <= 60; ++mib) {
+      tensor<std::uint8_t, D> t = tensor<std::uint8_t, D>::uninitialized_of(shape{mib << 20});
+      (void)t;
+    }
+  };
+  grow();
+  auto s = memory_stats(d);
+  CHECK(s.cache_limit == std::max(std::size_t{64} << 20, s.peak_live_bytes));  // the default
+  CHECK(s.cached_bytes <= s.cache_limit);
+  CHECK(s.peak_live_bytes >= std::size_t{60} << 20);
+  set_cache_limit(d, std::size_t{80} << 20);
+  CHECK(memory_stats(d).cached_bytes <= std::size_t{80} << 20);  // trimmed at once
+  grow();
+  s = memory_stats(d);
+  CHECK(s.cache_limit == std::size_t{80} << 20);
+  CHECK(s.cached_bytes <= std::size_t{80} << 20);
+  CHECK(s.cached_bytes >= std::size_t{60} << 20);  // the newest blocks stay
+  release_cached(d);
+  CHECK(memory_stats(d).cached_bytes == 0);
+  // No cache at all: every free goes to the system; then the default again.
+  set_cache_limit(d, std::size_t{0});
+  { tensor<float, D> t(shape{1000}, 1.f); }
+  CHECK(memory_stats(d).cached_bytes == 0);
+  set_cache_limit(d, std::nullopt);
+  { tensor<float, D> t(shape{1000}, 1.f); }
+  CHECK(memory_stats(d).cached_bytes > 0);
+  // A hold keeps a freed block out of the cache until it is released.
+  const void* p = nullptr;
+  backend::storage_hold hold;
+  {
+    tensor<float, D> t(shape{1000}, 1.f);
+    p = t.data();
+    hold = backend::storage_hold(d, t.data() + 10);  // any pointer into the block
+    CHECK(bool(hold));
+  }
+  {
+    tensor<float, D> u(shape{1000}, 2.f);
+    CHECK(u.data() != p);
+  }
+  const auto cached = memory_stats(d).cached_bytes;
+  hold.reset();  // now the freed block goes to the cache
+  CHECK(memory_stats(d).cached_bytes > cached);
+  // Memory that is not the arena's cannot be held.
+  if constexpr (std::is_same_v<D, cpu>) {
+    std::vector<float> mine(10);
+    CHECK_FALSE(bool(backend::storage_hold(d, mine.data())));
+  }
 }

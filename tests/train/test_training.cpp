@@ -7,12 +7,16 @@
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <cmath>
 #include <thread>
 #include <vector>
+#if defined(_OPENMP)
+#  include <omp.h>
+#endif
 
 using namespace locus;
 using namespace locus::train;
@@ -415,4 +419,107 @@ TEST_CASE("replica threads stay across steps, run every part once per step and r
   std::vector<std::function<void()>> two{[&] { finished.fetch_add(1); }, [&] { finished.fetch_add(1); }};
   pool.run(two);  // fewer parts than threads
   CHECK(finished.load() == 4);
+}
+
+// Hostile use, third round (issue 26).
+
+// Item 5: the finiteness test reads the largest magnitude, not a float sum that overflows.
+TEST_CASE("a gradient of large finite elements is finite; NaN and infinity are not", "[train][faults]") {
+  using set = replica_set<dist::in_process, cpu>;
+  std::vector<float> big(32, 2e38f);
+  const std::vector<tensor_view<const float, cpu, 1>> views{tensor_view<const float, cpu, 1>(big.data(), shape{32})};
+  CHECK(set::all_finite<cpu>(views));
+  big[7] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(set::all_finite<cpu>(views));
+  big[7] = -std::numeric_limits<float>::infinity();
+  CHECK_FALSE(set::all_finite<cpu>(views));
+  CHECK(set::all_finite<cpu>(std::vector<tensor_view<const float, cpu, 1>>{tensor_view<const float, cpu, 1>(nullptr, shape{0})}));
+}
+
+// Item 6 and 14: step counts saturate instead of wrapping, and every policy stops at its last step
+// (epochs = SIZE_MAX with max_steps is "train by steps"; before, sync_average kept drawing every
+// remaining epoch's order and hogwild built them all up front).
+TEST_CASE("huge epoch counts: the run's steps saturate, and max_steps ends every policy", "[train][options]") {
+  auto data = synthetic(128, 5);
+  fit_options o = quiet(std::size_t{1} << 63, 64);
+  CHECK(total_steps(128, o) == std::numeric_limits<std::size_t>::max());  // 2 x 2^63 wrapped to 0
+  o.epochs = (std::size_t{1} << 63) + 1;
+  CHECK(total_steps(128, o) == std::numeric_limits<std::size_t>::max());  // wrapped to 2
+  o.epochs = std::numeric_limits<std::size_t>::max();
+  o.max_steps = 5;
+  CHECK(total_steps(128, o) == 5);
+  auto each = [&]<class Policy>(Policy policy) {
+    data_parallel<Policy, cpu> t{softmax_regression<float>(16, 4), sgd{0.1f}, policy};
+    const auto r = t.fit(data, o);
+    CHECK(r.steps == 5);
+    CHECK(r.curve.size() == 5);
+  };
+  each(sync_average{});
+  each(local_sgd{.period = 2});
+  each(hogwild{});
+}
+
+TEST_CASE("sync_average's accumulate larger than the batch is refused, not wrapped", "[train][options][accumulate]") {
+  auto data = synthetic(128, 5);
+  softmax_regression<float> model(16, 4);
+  data_parallel<sync_average, cpu> t{model, sgd{}, sync_average{.accumulate = (std::size_t{1} << 63) + 1}};
+  const auto m = error_of([&] { (void)t.fit(data, quiet(1, 2)); });
+  CHECK(m.find("locus: fit: sync_average splits the batch evenly: 2 is not a multiple of 1 replicas") == 0);
+#if LOCUS_HAS_GPUS
+  // 2 replicas x (2^63 + 1) is 2 modulo 2^64: a batch of 2 passed the check and spun on empty micro-batches.
+  data_parallel<sync_average, cpu, gpu<0>> two{model, sgd{}, sync_average{.accumulate = (std::size_t{1} << 63) + 1}};
+  CHECK_THROWS_AS(two.fit(data, quiet(1, 2)), config_error);
+#endif
+}
+
+#if defined(_OPENMP)
+// Item 16: hogwild shares out the caller's thread budget (OMP_NUM_THREADS, omp_set_num_threads)
+// and leaves the caller's setting as it was.
+TEST_CASE("hogwild's workers take the caller's thread budget and give it back", "[train][hogwild][threads]") {
+  auto data = synthetic(256, 5);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::atomic<int> inside{0};
+  auto o = quiet(1, 64);
+  o.on_step = [&](const progress&) { inside = omp_get_max_threads(); };
+  data_parallel<hogwild, cpu> t{softmax_regression<float>(16, 4), sgd{0.1f}};
+  t.fit(data, o);
+  CHECK(inside == 1);                   // before: omp_get_num_procs() / devices
+  CHECK(omp_get_max_threads() == 1);    // before: left at that
+  omp_set_num_threads(before);
+}
+#endif
+
+// Smaller: one fit at a time per trainer.
+TEST_CASE("a second fit of one trainer, from another thread or from a callback, is refused", "[train][threads]") {
+  auto data = synthetic(256, 5);
+  data_parallel<sync_average, cpu> t{softmax_regression<float>(16, 4), sgd{0.1f}};
+  const std::string busy = "this trainer is already in fit() (on another thread, or called again from on_step or "
+                           "print); one fit at a time per trainer";
+  std::string nested, loaded;
+  auto o = quiet(1, 64);
+  o.on_step = [&](const progress& p) {
+    if (p.step != 2) return;
+    nested = error_of([&] { (void)t.fit(data, quiet(1, 64)); });
+    loaded = error_of([&] { t.restore(t.state(), "mine"); });
+  };
+  CHECK(t.fit(data, o).curve.size() == 4);
+  CHECK(nested == "locus: fit: " + busy);
+  CHECK(loaded == "locus: restore: " + busy);
+  // Another thread, while the first is inside on_step.
+  std::atomic<bool> entered{false}, tried{false};
+  std::string other;
+  o.on_step = [&](const progress& p) {
+    if (p.step != 1) return;
+    entered = true;
+    while (!tried) std::this_thread::yield();
+  };
+  std::thread first([&] { t.fit(data, o); });
+  while (!entered) std::this_thread::yield();
+  other = error_of([&] { (void)t.fit(data, quiet(1, 64)); });
+  tried = true;
+  first.join();
+  CHECK(other == "locus: fit: " + busy);
+  // Afterwards it fits again.
+  CHECK(t.fit(data, quiet(1, 64)).curve.size() == 4);
 }

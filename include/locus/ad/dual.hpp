@@ -113,28 +113,32 @@ private:
     return detail::value(c) ? detail::lift<T>(y) : detail::lift<T>(z);
   }
 
+  // An operand that does not depend on the seeded one (derivative 0) has derivative 0 through
+  // every rule: the chain rule's product is not formed (0 * inf and 0 / 0 would be NaN: the
+  // gradient of sum(log(x) * y) with respect to y is log(x), -inf at x = 0, not NaN).
   template <class T>
   LOCUS_HOST_DEVICE auto unary(dual<T> a) const {
     namespace o = locus::ops;
     using std::exp, std::log, std::sqrt, std::tanh;
+    [[maybe_unused]] const bool constant = a.d == T(0);
     if constexpr (std::is_same_v<Op, o::neg>) {
       return dual<T>{-a.v, -a.d};
     } else if constexpr (std::is_same_v<Op, o::exp>) {
       const T e = exp(a.v);
-      return dual<T>{e, e * a.d};
+      return dual<T>{e, constant ? T(0) : e * a.d};
     } else if constexpr (std::is_same_v<Op, o::log>) {
-      return dual<T>{log(a.v), a.d / a.v};
+      return dual<T>{log(a.v), constant ? T(0) : a.d / a.v};
     } else if constexpr (std::is_same_v<Op, o::sqrt>) {
       const T s = sqrt(a.v);
-      return dual<T>{s, a.d / (T(2) * s)};
+      return dual<T>{s, constant ? T(0) : a.d / (T(2) * s)};
     } else if constexpr (std::is_same_v<Op, o::tanh>) {
       const T t = tanh(a.v);
-      return dual<T>{t, a.d * (T(1) - t * t)};
+      return dual<T>{t, constant ? T(0) : a.d * (T(1) - t * t)};
     } else if constexpr (std::is_same_v<Op, o::sigmoid>) {
       const T s = op(a.v);
-      return dual<T>{s, a.d * s * (T(1) - s)};
+      return dual<T>{s, constant ? T(0) : a.d * s * (T(1) - s)};
     } else if constexpr (std::is_same_v<Op, o::relu>) {
-      return a.v > T(0) ? a : dual<T>{T(0), T(0)};
+      return a.v > T(0) || locus::ops::is_nan(a.v) ? a : dual<T>{T(0), T(0)};  // relu(NaN) is NaN
     } else if constexpr (std::is_same_v<Op, o::identity>) {
       return a;
     } else if constexpr (std::is_same_v<Op, o::abs>) {
@@ -167,9 +171,12 @@ private:
       const T q = a.v / b.v;
       return dual<T>{q, (a.d == T(0) ? T(0) : a.d / b.v) - (b.d == T(0) ? T(0) : q * b.d / b.v)};
     } else if constexpr (std::is_same_v<Op, o::minimum>) {
-      return b.v < a.v ? b : a;  // the operand the value came from (ties: a, as ops::minimum)
+      // The operand the value came from (ties: a; a NaN wins, as ops::minimum).
+      using locus::ops::is_nan;
+      return is_nan(a.v) ? a : is_nan(b.v) ? b : b.v < a.v ? b : a;
     } else if constexpr (std::is_same_v<Op, o::maximum>) {
-      return a.v < b.v ? b : a;
+      using locus::ops::is_nan;
+      return is_nan(a.v) ? a : is_nan(b.v) ? b : a.v < b.v ? b : a;
     } else if constexpr (std::is_same_v<Op, o::pow>) {
       const T p = pow(a.v, b.v);
       // d(a^b) = b a^(b-1) da + a^b log(a) db; the second term only where b varies (log of a

@@ -63,10 +63,11 @@ auto as_var(X&& x) {
     using T = typename N::value_type;
     using D = device_of_t<N>;
     auto s = std::make_shared<step<T, D, N::rank>>();
+    // A view of the operand, kept valid while the step lives (see "Lifetimes" in ad/var.hpp).
     if constexpr (locus::detail::is_tensor<V>::value && std::is_lvalue_reference_v<X>) {
-      s->value = x.view();
+      s->value = kept_view(std::as_const(x).view(), *s);
     } else if constexpr (locus::detail::is_tensor_view<V>::value) {
-      s->value = x;
+      s->value = kept_view(tensor_view<const T, D, N::rank>(x), *s);
     } else {
       s->owned = on<D>(n);
       s->value = std::as_const(s->owned).view();
@@ -113,7 +114,7 @@ auto reduce_step(N n, bool is_mean) {
     if constexpr (Axis == 0) count = n.shape()[0];
     else if constexpr (Axis == 1) count = n.shape()[1];
     const T scale = is_mean && count != 0 ? T(1) / static_cast<T>(count) : T(1);
-    s->back = [n, scale](step<T, D, R>& self) {
+    s->back = [n = keep(n, *s), scale](step<T, D, R>& self) {
       const expr::leaf<T, D, R> g{self.upstream()};
       const auto scaled = [&](auto up) {
         return expr::node<ops::mul, decltype(up), expr::scalar<T>>(ops::mul{}, up, expr::scalar<T>{scale});

@@ -16,9 +16,18 @@
 // product of the upstream gradient and the derivative is written directly (summed over the rows
 // or columns the operand was broadcast along: a bias's gradient is one reduction kernel).
 //
+// Lifetimes: the backward pass runs after the function that built the graph has returned, so a
+// step keeps alive every operand its backward reads: the arena block of a tensor or view operand
+// is held by the step (backend::storage_hold: freed by its tensor, it is not handed out again until
+// the step goes), and host memory that is not locus's is copied. `auto k = tensor<float, D>(shape{n},
+// 2.f); return sum(w * k);` inside a loss function is therefore exact. Writing into an operand
+// between the forward and the backward pass still changes what the backward reads (as PyTorch
+// refuses at run time and locus does not detect): compute into new tensors instead.
+//
 // Placement: a var<T, D, R>'s gradient is a tensor<T, D, R>, on the var's own device; an
 // expression that mixes devices is the same compile error as without ad.
 #include <locus/ad/dual.hpp>
+#include <locus/backend/memory.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
@@ -58,6 +67,10 @@ struct step_base {
   /// on): backward() refuses a graph that reaches it before any gradient changes.
   const char* spent = nullptr;
   std::vector<std::shared_ptr<step_base>> inputs;  ///< the steps whose values this one read
+  /// The arena blocks of the constant operands its backward reads (see "Lifetimes" above), and
+  /// copies of those that are not in an arena.
+  std::vector<backend::storage_hold> holds;
+  std::vector<std::shared_ptr<const void>> copies;
   step_base() = default;
   step_base(const step_base&) = delete;
   step_base& operator=(const step_base&) = delete;
@@ -168,6 +181,11 @@ template <class T, class D, int R>
 inline constexpr bool is_var_v<var<T, D, R>> = true;
 
 template <class X>
+inline constexpr bool is_leaf_v = false;
+template <class T, class D, int R>
+inline constexpr bool is_leaf_v<expr::leaf<T, D, R>> = true;
+
+template <class X>
 inline constexpr bool is_node_v = false;
 template <class Op, class... Cs>
 inline constexpr bool is_node_v<expr::node<Op, Cs...>> = true;
@@ -225,6 +243,56 @@ auto tangent(const N& n, const seed_of& s, spread k) {
     return n.rebind(f);  // a product or reduction inside: its value, a constant
   } else {
     return n;  // tensors, scalars, generated values: constants
+  }
+}
+
+/// The view v kept valid for as long as step s lives: its arena block held, or (memory that is not
+/// locus's: a cpu view of the program's own buffer) a copy owned by s.
+template <class T, device D, int R>
+tensor_view<const T, D, R> kept_view(const tensor_view<const T, D, R>& v, step_base& s) {
+  if (v.data() == nullptr) return v;
+  backend::storage_hold h(id_of<D>, v.data());
+  if (h) {
+    s.holds.push_back(std::move(h));
+    return v;
+  }
+  auto copy = std::make_shared<tensor<T, D, R>>(on<D>(expr::copy(v)));
+  tensor_view<const T, D, R> out(copy->data(), v.shape(), v.name());
+  s.copies.push_back(std::move(copy));
+  return out;
+}
+
+/// Rebinds the tensor leaves of a staged operand (a product or reduction of constants, computed
+/// again by the backward's kernels) to kept views.
+struct keep_leaves {
+  step_base& s;
+  template <class T, class D, int R>
+  expr::leaf<T, D, R> operator()(const expr::leaf<T, D, R>& l) const {
+    return {kept_view(l.view, s)};
+  }
+};
+
+/// n as the backward of step s will read it: every constant operand read through a view kept
+/// valid (vars keep their own values; owning leaves, scalars and generated values need nothing).
+template <class N>
+auto keep(const N& n, step_base& s) {
+  if constexpr (is_var_v<N>) {
+    return n;
+  } else if constexpr (is_node_v<N>) {
+    return std::apply(
+        [&](const auto&... c) {
+          return expr::node<std::remove_cvref_t<decltype(n.op)>, decltype(keep(c, s))...>(n.op, keep(c, s)...);
+        },
+        n.children);
+  } else if constexpr (expr::is_column_v<N>) {
+    return expr::column<decltype(keep(n.child, s))>{keep(n.child, s)};
+  } else if constexpr (is_staged_node_v<N>) {
+    keep_leaves f{s};
+    return n.rebind(f);
+  } else if constexpr (is_leaf_v<N>) {
+    return N{kept_view(n.view, s)};
+  } else {
+    return n;
   }
 }
 
@@ -412,6 +480,7 @@ template <class T, device D, int R>
   detail::check_parameter(t);
   auto s = std::make_shared<detail::step<T, D, R>>();
   s->value = t.view();
+  s->holds.emplace_back(id_of<D>, t.data());  // its memory stays valid while the var lives
   s->requires_grad = true;
   s->is_parameter = true;
   return var<T, D, R>(std::move(s));
@@ -422,6 +491,7 @@ template <class T, device D, int R>
   detail::check_parameter(t);
   auto s = std::make_shared<detail::step<std::remove_const_t<T>, D, R>>();
   s->value = t;
+  s->holds.emplace_back(id_of<D>, t.data());
   s->requires_grad = true;
   s->is_parameter = true;
   return var<std::remove_const_t<T>, D, R>(std::move(s));
@@ -457,9 +527,10 @@ template <class E>
     };
     detail::for_each_var(n, collect, detail::spread::same);
     if (s->requires_grad)
-      s->back = [n](detail::step<T, D, R>& self) {
+      s->back = [n = detail::keep(n, *s)](detail::step<T, D, R>& self) {
+        using K = std::remove_cvref_t<decltype(n)>;
         const expr::leaf<T, D, R> g{self.upstream()};
-        constexpr int k = detail::pass_through_child<N>();
+        constexpr int k = detail::pass_through_child<K>();
         if constexpr (k >= 0) {
           const auto& v = std::get<k>(n.children);
           if (v.requires_grad() && detail::occurrences(n, v.step_ptr()) == 1) {

@@ -8,11 +8,45 @@
 #include <locus/device/device.hpp>
 
 #include <cstring>
+#include <utility>
 
 namespace locus::backend {
 
 [[nodiscard]] inline void* allocate(device_id d, std::size_t bytes) { return registry::instance().arena(d).allocate(bytes); }
 inline void deallocate(device_id d, void* p) noexcept { registry::instance().owner_arena(d).deallocate(p); }
+
+/// Keeps the arena block holding a pointer alive (see caching_arena::hold): the memory is not handed
+/// out again until the hold is destroyed, even if its tensor is freed first. Empty when the pointer
+/// lies in no block of the device's arena (host memory viewed as cpu memory, not locus's).
+class storage_hold {
+public:
+  storage_hold() noexcept = default;
+  storage_hold(device_id d, const void* p) : device_(d) {
+    if (p != nullptr) base_ = registry::instance().owner_arena(d).hold(p);
+  }
+  storage_hold(storage_hold&& o) noexcept : device_(o.device_), base_(std::exchange(o.base_, nullptr)) {}
+  storage_hold& operator=(storage_hold&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_;
+      base_ = std::exchange(o.base_, nullptr);
+    }
+    return *this;
+  }
+  storage_hold(const storage_hold&) = delete;
+  storage_hold& operator=(const storage_hold&) = delete;
+  ~storage_hold() { reset(); }
+  /// True when a block is held.
+  [[nodiscard]] explicit operator bool() const noexcept { return base_ != nullptr; }
+  void reset() noexcept {
+    if (base_ != nullptr) registry::instance().owner_arena(device_).release_hold(base_);
+    base_ = nullptr;
+  }
+
+private:
+  device_id device_{};
+  void* base_ = nullptr;
+};
 
 /// True when p lies in a live block of d's arena (for cpu: in no GPU arena, since any host
 /// pointer may be viewed as cpu memory).

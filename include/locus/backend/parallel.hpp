@@ -38,6 +38,37 @@ inline constexpr std::size_t serial_threshold = std::size_t{1} << 14;
 #endif
 }
 
+/// The threads a parallel region started from the calling thread would use now: OMP_NUM_THREADS,
+/// or what omp_set_num_threads last set on this thread, or the cores.
+[[nodiscard]] inline int host_threads() noexcept {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/// Limits the calling thread's host kernels to n threads while it lives, then restores the
+/// thread's previous setting (hogwild's workers; the caller's own thread runs one of them).
+class scoped_host_threads {
+public:
+  explicit scoped_host_threads([[maybe_unused]] int n) noexcept : previous_(host_threads()) {
+#if defined(_OPENMP)
+    omp_set_num_threads(n < 1 ? 1 : n);
+#endif
+  }
+  scoped_host_threads(const scoped_host_threads&) = delete;
+  scoped_host_threads& operator=(const scoped_host_threads&) = delete;
+  ~scoped_host_threads() {
+#if defined(_OPENMP)
+    omp_set_num_threads(previous_);
+#endif
+  }
+
+private:
+  int previous_;
+};
+
 /// Limits the threads of the host kernels (and of an OpenMP BLAS) started from the calling thread:
 /// host threads that each run a device's work share the cores instead of oversubscribing them.
 inline void limit_host_threads([[maybe_unused]] int n) noexcept {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -290,6 +291,17 @@ inline void configure_logical_gpus(int k) { backend::registry::instance().config
 
 /// Statistics of a device's caching arena.
 [[nodiscard]] inline backend::arena_stats memory_stats(device_id d) { return backend::registry::instance().arena(d).stats(); }
+
+/// Returns every block cached by d's arena to the system (cudaFree, operator delete) now. Blocks
+/// in use are untouched; later allocations on d take memory from the system again.
+inline void release_cached(device_id d) { backend::registry::instance().arena(d).release_cached(); }
+
+/// The most bytes d's arena keeps cached after frees, the oldest blocks going back to the system
+/// first: 0 caches nothing, SIZE_MAX sets no limit, std::nullopt restores the default (the arena's
+/// peak of live bytes, at least 64 MiB). Applied at once.
+inline void set_cache_limit(device_id d, std::optional<std::size_t> bytes) {
+  backend::registry::instance().arena(d).set_cache_limit(bytes);
+}
 
 /// Kernel launches (one per fused expression or reduction) on a device since the start.
 [[nodiscard]] inline std::size_t kernel_launches(device_id d) {

@@ -8,6 +8,13 @@
 
 namespace locus::ops {
 
+/// x != x: true for a floating-point NaN, never for an integer.
+template <class X>
+LOCUS_HOST_DEVICE constexpr bool is_nan(X x) {
+  if constexpr (std::is_floating_point_v<X>) return x != x;  // NOLINT(misc-redundant-expression)
+  else return false;
+}
+
 #define LOCUS_DETAIL_BINARY_OP(NAME, LOG, TYPE, EXPR)                                     \
   struct NAME {                                                                           \
     static constexpr const char* name = LOG;                                              \
@@ -45,8 +52,9 @@ struct times_fn {
 LOCUS_DETAIL_BINARY_OP(add, "add", "Add", wrapping<R>(static_cast<R>(a), static_cast<R>(b), plus_fn{}))
 LOCUS_DETAIL_BINARY_OP(sub, "sub", "Sub", wrapping<R>(static_cast<R>(a), static_cast<R>(b), minus_fn{}))
 LOCUS_DETAIL_BINARY_OP(mul, "mul", "Mul", wrapping<R>(static_cast<R>(a), static_cast<R>(b), times_fn{}))
-LOCUS_DETAIL_BINARY_OP(minimum, "minimum", "Minimum", b < a ? b : a)
-LOCUS_DETAIL_BINARY_OP(maximum, "maximum", "Maximum", a < b ? b : a)
+// NaN wins, as in the reductions (max/min of anything holding a NaN is NaN) and numpy's maximum.
+LOCUS_DETAIL_BINARY_OP(minimum, "minimum", "Minimum", is_nan(a) ? static_cast<R>(a) : is_nan(b) ? static_cast<R>(b) : b < a ? static_cast<R>(b) : static_cast<R>(a))
+LOCUS_DETAIL_BINARY_OP(maximum, "maximum", "Maximum", is_nan(a) ? static_cast<R>(a) : is_nan(b) ? static_cast<R>(b) : a < b ? static_cast<R>(b) : static_cast<R>(a))
 #undef LOCUS_DETAIL_BINARY_OP
 
 /// a / b. Integers divide truncating toward zero, and where C++ has no answer (a signal on x86)
@@ -120,7 +128,7 @@ LOCUS_DETAIL_UNARY_OP(log, "log", "Log", std::log(a))
 LOCUS_DETAIL_UNARY_OP(sqrt, "sqrt", "Sqrt", std::sqrt(a))
 LOCUS_DETAIL_UNARY_OP(tanh, "tanh", "Tanh", std::tanh(a))
 LOCUS_DETAIL_UNARY_OP(sigmoid, "sigmoid", "Sigmoid", A(1) / (A(1) + std::exp(-a)))
-LOCUS_DETAIL_UNARY_OP(relu, "relu", "Relu", a > A(0) ? a : A(0))
+LOCUS_DETAIL_UNARY_OP(relu, "relu", "Relu", a > A(0) || is_nan(a) ? a : A(0))  // relu(NaN) is NaN
 LOCUS_DETAIL_UNARY_OP(identity, "identity", "Identity", a)
 #undef LOCUS_DETAIL_UNARY_OP
 

@@ -3,14 +3,18 @@
 //
 //   offset  field (little-endian)
 //   0       "LOCUSCKP"                                  8 bytes
-//   8       u32 version (2)                             12  u32 element type (1: float32)
+//   8       u32 version (3)                             12  u32 element type (1: float32)
 //   16      u64 steps done                              24  u64 data-order seed
 //   32      u64 tensor count T, then for each tensor: u32 rank R, R x u64 extents
 //   ...     u64 parameter count N, then N floats        the parameters, in the model's order
 //   ...     u32 name length L (1 to 32), L bytes        the optimiser's name ([a-z0-9_]: "adamw")
 //   ...     u64 state buffers per parameter S (at most 16)
 //   ...     u64 replica count R, then for each replica: u64 its optimiser steps, S x N floats
+//   ...     u64 stream count M, then M x u64: each replica's random-stream position (the
+//           loss_and_grad calls it made: dropout's masks continue where they stopped)
 //   end-8   u64 FNV-1a 64 checksum of every byte before it
+//
+// Version 2 (read) ends after the replicas' states: no stream positions (they start at 0).
 //
 // Version 1 (read, never written) was sgd's: after the parameters, u64 velocity buffer count V,
 // then V x N floats (one momentum buffer per replica, zeros without momentum), no step counts. It
@@ -18,9 +22,13 @@
 //
 // save() writes a temporary beside `path` (unpredictable name, created exclusively, mode 0600),
 // flushes it to the disk (fsync) and renames it over `path`: a crash mid-write leaves the previous
-// checkpoint whole, and a link planted beside it is never written through. parse() checks everything (magic, version,
-// type, sizes against the file's length before any allocation, checksum) and throws
-// checkpoint_error naming the file, the byte offset and what is wrong.
+// checkpoint whole, and a link planted beside it is never written through. The temporary's name
+// carries the writer's process id (path.locus-<pid>.XXXXXX): a save killed mid-write leaves it, and
+// the next save to the same path removes those of processes that no longer run. parse() checks
+// everything (magic, version, type, sizes against the file's length before any allocation,
+// checksum) and throws checkpoint_error naming the file, the byte offset and what is wrong; what
+// parse() refuses, serialize() refuses first (an optimiser named "SignSGD", a tensor of rank 9),
+// so a checkpoint that was written can be read. load() reads the magic number before the rest.
 #include <locus/config.hpp>
 #include <locus/detail/files.hpp>
 #include <locus/errors.hpp>
@@ -28,11 +36,15 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+#include <new>
 #if __has_include(<unistd.h>)
+#  include <dirent.h>
+#  include <signal.h>  // kill(pid, 0): is a temporary's writer still running
 #  include <stdlib.h>  // mkstemp
 #  include <unistd.h>
 #endif
@@ -47,7 +59,7 @@ public:
 
 struct checkpoint {
   static constexpr char magic[8] = {'L', 'O', 'C', 'U', 'S', 'C', 'K', 'P'};
-  static constexpr std::uint32_t version = 2;
+  static constexpr std::uint32_t version = 3;
   /// The oldest version parse() reads.
   static constexpr std::uint32_t oldest_version = 1;
   /// Limits on the optimiser's name and state (guards against a damaged header).
@@ -67,9 +79,22 @@ struct checkpoint {
   /// Each replica's optimiser state: state_buffers x parameters.size() floats, buffer after buffer
   /// (empty: none saved; the state starts at zero).
   std::vector<std::vector<float>> optimizer_state;
+  /// Each replica's random-stream position: the loss_and_grad calls it has made (empty: none
+  /// saved, every stream starts at 0).
+  std::vector<std::uint64_t> streams;
   /// The version it was read from (serialize() writes the current one).
   std::uint32_t format = version;
 
+  /// Throws checkpoint_error (naming `name`) when parse() would refuse what serialize() writes: an
+  /// optimiser name outside [a-z0-9_]{1,32}, a tensor of rank above max_rank, more than
+  /// max_elements parameters, more than max_state_buffers state buffers, shapes that do not add
+  /// up to the parameters, or a replica's state that is not state_buffers x parameters floats.
+  void validate(const std::string& name) const;
+  /// The checks of validate() that depend on the model and the optimiser alone (fit runs them
+  /// before its first step when it will write checkpoints).
+  static void check_layout(const std::string& name, const std::string& optimizer,
+                           const std::vector<std::vector<std::uint64_t>>& shapes, std::uint64_t state_buffers);
+  static constexpr std::uint32_t max_rank = 8;
   [[nodiscard]] std::vector<std::uint8_t> serialize() const;
   /// Throws checkpoint_error (naming `name`) on anything malformed; the result is fully checked.
   static checkpoint parse(const std::uint8_t* data, std::size_t size, const std::string& name);
@@ -177,10 +202,51 @@ struct temporary_file {
 /// planted at a guessable name cannot redirect the write, and two trainers saving to one path each
 /// write their own file. Without it, path.tmp, created exclusively ("wbx": refuses an existing file
 /// or link).
+/// The prefix of the temporaries this process makes beside `path`: path.locus-<pid>.
+inline std::string temporary_prefix(const std::string& path, long pid) {
+  return path + ".locus-" + std::to_string(pid) + ".";
+}
+
+/// Removes the temporaries beside `path` left by saves of processes that no longer run (killed
+/// mid-write): path.locus-<pid>.XXXXXX whose pid does not exist. Others' live saves are untouched.
+inline void remove_stale_temporaries(const std::string& path) {
+#if __has_include(<unistd.h>)
+  const auto slash = path.find_last_of('/');
+  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string stem = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".locus-";
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder.c_str()), &::closedir);
+  if (!dir) return;
+  while (const dirent* e = ::readdir(dir.get())) {
+    const std::string name = e->d_name;
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    const std::string rest = name.substr(stem.size());  // <pid>.XXXXXX
+    const auto dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.size() - dot - 1 != 6) continue;
+    if (rest.find_first_not_of("0123456789") != dot) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      ::unlink((folder + "/" + name).c_str());
+  }
+#else
+  (void)path;
+#endif
+}
+
+/// Refuses a path that save() would not replace with a checkpoint file: a directory (or a link to
+/// one: rename would replace the link), or a file that is not a regular one (a FIFO, a device).
+inline void check_target(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw_write_error(path, "it is a directory; a checkpoint is a file", 0);
+    // A FIFO's open would wait for a writer forever (fit looks for a checkpoint to resume from).
+    if (!S_ISREG(st.st_mode)) throw_write_error(path, "it is not a regular file", 0);
+  }
+}
+
 inline temporary_file create_beside(const std::string& path) {
   temporary_file t;
 #if __has_include(<unistd.h>)
-  t.name = path + ".XXXXXX";
+  t.name = temporary_prefix(path, long(::getpid())) + "XXXXXX";
   t.fd = ::mkstemp(t.name.data());
   if (t.fd < 0) throw_write_error(path, "cannot create a temporary file beside it", errno);
 #else
@@ -192,7 +258,57 @@ inline temporary_file create_beside(const std::string& path) {
 }
 }  // namespace detail
 
+LOCUS_RUNTIME_INLINE void checkpoint::check_layout(const std::string& name, const std::string& optimizer,
+                                                   const std::vector<std::vector<std::uint64_t>>& shapes,
+                                                   std::uint64_t state_buffers) {
+  const auto refuse = [&](const std::string& why) {
+    throw checkpoint_error("locus: checkpoint " + name + ": cannot be written: " + why);
+  };
+  if (optimizer.empty() || optimizer.size() > max_name)
+    refuse("the optimiser's name \"" + optimizer + "\" has " + std::to_string(optimizer.size()) + " bytes, not 1 to " +
+           std::to_string(max_name));
+  for (const char ch : optimizer)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'))
+      refuse("the optimiser's name \"" + optimizer + "\" holds a character outside [a-z0-9_] (name it like \"sign_sgd\")");
+  if (state_buffers > max_state_buffers)
+    refuse(std::to_string(state_buffers) + " optimiser state buffers per parameter, at most " +
+           std::to_string(max_state_buffers));
+  std::uint64_t total = 0;
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
+    if (shapes[t].size() > max_rank)
+      refuse("tensor " + std::to_string(t) + " has rank " + std::to_string(shapes[t].size()) + ", at most " +
+             std::to_string(max_rank));
+    std::uint64_t elements = 1;
+    for (const auto e : shapes[t]) {
+      if (e != 0 && elements > max_elements / e) refuse("more than 2^34 parameters");
+      elements *= e;
+    }
+    total += elements;
+    if (total > max_elements) refuse("more than 2^34 parameters");
+  }
+}
+
+LOCUS_RUNTIME_INLINE void checkpoint::validate(const std::string& name) const {
+  check_layout(name, optimizer, shapes, state_buffers);
+  std::uint64_t total = 0;
+  for (const auto& s : shapes) {
+    std::uint64_t elements = 1;
+    for (const auto e : s) elements *= e;  // bounded by check_layout
+    total += elements;
+  }
+  const auto refuse = [&](const std::string& why) {
+    throw checkpoint_error("locus: checkpoint " + name + ": cannot be written: " + why);
+  };
+  if (total != parameters.size())
+    refuse(std::to_string(parameters.size()) + " parameters for shapes of " + std::to_string(total));
+  for (const auto& st : optimizer_state)
+    if (st.size() != state_buffers * parameters.size())
+      refuse("an optimiser state of " + std::to_string(st.size()) + " floats, not " + std::to_string(state_buffers) +
+             " x " + std::to_string(parameters.size()));
+}
+
 LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
+  validate("(being written)");
   detail::byte_writer w;
   w.raw(magic, sizeof magic);
   w.u32(version);
@@ -214,6 +330,8 @@ LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
     w.u64(r < optimizer_steps.size() ? optimizer_steps[r] : 0);
     w.floats(optimizer_state[r]);
   }
+  w.u64(streams.size());
+  for (auto k : streams) w.u64(k);
   w.u64(detail::fnv1a(w.out.data(), w.out.size()));
   return std::move(w.out);
 }
@@ -248,7 +366,7 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
   for (std::uint64_t t = 0; t < tensors; ++t) {
     const std::size_t at_rank = r.offset();
     const std::uint32_t rank = r.u32("a tensor's rank");
-    if (rank > 8) r.fail_at(at_rank, "tensor " + std::to_string(t) + " has rank " + std::to_string(rank));
+    if (rank > max_rank) r.fail_at(at_rank, "tensor " + std::to_string(t) + " has rank " + std::to_string(rank));
     std::vector<std::uint64_t> extents;
     std::uint64_t elements = 1;
     for (std::uint32_t d = 0; d < rank; ++d) {
@@ -308,6 +426,12 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
       c.optimizer_steps.push_back(r.u64("a replica's optimiser steps"));
       c.optimizer_state.push_back(r.floats(c.state_buffers * n, "a replica's optimiser state"));
     }
+    if (v >= 3) {
+      const std::size_t at_m = r.offset();
+      const std::uint64_t streams = r.u64("the stream count");
+      if (streams > r.remaining() / 8) r.fail_at(at_m, "absurd stream count " + std::to_string(streams));
+      for (std::uint64_t k = 0; k < streams; ++k) c.streams.push_back(r.u64("a replica's stream position"));
+    }
   }
   if (r.remaining() != 8)
     r.fail("the checksum expected here, but " + std::to_string(r.remaining()) + " bytes remain");
@@ -315,7 +439,10 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
 }
 
 LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
+  validate(path);
   const auto bytes = serialize();
+  detail::check_target(path);
+  detail::remove_stale_temporaries(path);
   // Written whole into a temporary beside `path`, then renamed over it: the last rename wins, whole.
   const auto t = detail::create_beside(path);
   const std::string& tmp = t.name;
@@ -355,12 +482,7 @@ LOCUS_RUNTIME_INLINE void checkpoint::save(const std::string& path) const {
 }
 
 LOCUS_RUNTIME_INLINE void checkpoint::check_writable(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) detail::throw_write_error(path, "it is a directory; a checkpoint is a file", 0);
-    // A FIFO's open would wait for a writer forever (fit looks for a checkpoint to resume from).
-    if (!S_ISREG(st.st_mode)) detail::throw_write_error(path, "it is not a regular file", 0);
-  }
+  detail::check_target(path);
   // save()'s own temporary, created and removed.
   const auto t = detail::create_beside(path);
 #if __has_include(<unistd.h>)
@@ -380,10 +502,29 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::load(const std::string& path) {
   if (!f)
     throw checkpoint_error("locus: checkpoint " + path + ": cannot open the file" +
                            (errno ? std::string(": ") + std::strerror(errno) : std::string()));
-  std::vector<std::uint8_t> bytes;
-  std::uint8_t buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  // The magic number first: a large file that is not a checkpoint is refused after 8 bytes, not
+  // read whole (a 3 GiB file took 24 s and 4.2 GB before).
+  std::uint8_t head[sizeof magic] = {};
+  const std::size_t got = std::fread(head, 1, sizeof head, f.get());
+  if (got < sizeof head || std::memcmp(head, magic, sizeof magic) != 0) return parse(head, got, path);  // throws
+  struct stat st{};
+  std::uint64_t expected = 0;
+  if (::fstat(::fileno(f.get()), &st) == 0 && st.st_size > 0) expected = std::uint64_t(st.st_size);
+  std::vector<std::uint8_t> bytes(head, head + sizeof head);
+  try {
+    // Reserved once from the file's size; a size no checkpoint can have (2^34 floats, 16 state
+    // buffers per replica) is refused by parse's checks, but the memory is asked for first: a
+    // refusal here names the file.
+    if (expected > 0) bytes.reserve(std::size_t(expected));
+    std::uint8_t buf[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  } catch (const std::bad_alloc&) {
+    throw checkpoint_error("locus: checkpoint " + path + ": cannot read the file: " + std::to_string(expected) +
+                           " bytes do not fit in memory");
+  }
+  if (std::ferror(f.get()))
+    throw checkpoint_error("locus: checkpoint " + path + ": a read error: " + std::strerror(errno));
   return parse(bytes.data(), bytes.size(), path);
 }
 #endif

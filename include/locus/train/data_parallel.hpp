@@ -14,6 +14,7 @@
 #include <locus/config.hpp>
 #include <locus/data/idx.hpp>
 #include <locus/data/sampler.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/checkpoint.hpp>
@@ -29,6 +30,7 @@
 #include <locus/train/report.hpp>
 #include <locus/train/sync_average.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +39,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace locus::train {
@@ -120,6 +123,10 @@ LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& 
     throw checkpoint_error("locus: checkpoint " + name + ": optimiser state for " +
                            std::to_string(c.optimizer_state.size()) + " replicas, this trainer has " +
                            std::to_string(device_count));
+  if (!c.streams.empty() && c.streams.size() != device_count)
+    throw checkpoint_error("locus: checkpoint " + name + ": random-stream positions for " +
+                           std::to_string(c.streams.size()) + " replicas, this trainer has " +
+                           std::to_string(device_count));
   if (!c.optimizer_steps.empty() && c.optimizer_steps.size() != device_count)
     throw checkpoint_error("locus: checkpoint " + name + ": optimiser step counts for " +
                            std::to_string(c.optimizer_steps.size()) + " replicas, this trainer has " +
@@ -132,6 +139,23 @@ LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& 
   return drop;
 }
 #endif
+
+/// Marks a trainer busy for one fit (or restore) and refuses a second one meanwhile: from another
+/// thread, or from fit's own callbacks (on_step, print).
+class fit_scope {
+public:
+  fit_scope(std::atomic<bool>& busy, const char* what) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acq_rel))
+      throw config_error(std::string("locus: ") + what + ": this trainer is already in fit() (on another thread, or "
+                         "called again from on_step or print); one fit at a time per trainer");
+  }
+  fit_scope(const fit_scope&) = delete;
+  fit_scope& operator=(const fit_scope&) = delete;
+  ~fit_scope() { busy_.store(false, std::memory_order_release); }
+
+private:
+  std::atomic<bool>& busy_;
+};
 
 /// Accuracy of a replica on a data set (checked by check_labelled, not empty), evaluated on its
 /// device in batches of 1000: one instantiation per device, whatever the policy and device list.
@@ -159,10 +183,15 @@ class data_parallel {
                 "locus: data_parallel<Policy, Devices...>: every device must be locus::cpu or locus::gpu<N>");
   static_assert(detail::all_distinct<Ds...>::value,
                 "locus: data_parallel<Policy, Devices...>: a device appears twice in the list");
-  static_assert(policy<Policy>,
+  // What a policy lacks, one message each: a move-only policy is told it is move-only, not that it
+  // lacks a name.
+  static_assert(detail::policy_shape<Policy>,
                 "locus: data_parallel<Policy, ...>: Policy is not a training policy: it needs a static `name`, a "
                 "communicator kind `communicator` and run(fit_context&) (see locus::train::policy in "
                 "locus/train/policy.hpp; built in: sync_average, hogwild, local_sgd)");
+  static_assert(!detail::policy_shape<Policy> || std::copy_constructible<Policy>,
+                "locus: data_parallel<Policy, ...>: Policy must be copyable: the trainer keeps a copy of it with its "
+                "options (a member such as std::unique_ptr makes it move-only; hold shared state by std::shared_ptr)");
   static_assert(!std::is_same_v<typename detail::communicator_of<Policy>::type, dist::mpi> || LOCUS_HAS_MPI,
                 "locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, "
                 "find_package(MPI) and link MPI::MPI_CXX)");
@@ -200,25 +229,47 @@ public:
   /// Trains on `data`; returns the loss curve. TF-style progress lines through options.print.
   /// Everything (data, options, the policy's options) is checked before the first step.
   fit_result fit(const data::labelled_images& data, const fit_options& options) {
-    static_assert(policy_for<Policy, Ds...>, "locus: data_parallel: the policy has no run(fit_context&) for these devices");
-    if (options.batch == 0 || options.batch > data.size())
-      throw config_error("locus: fit: batch " + std::to_string(options.batch) + " for a data set of " +
-                         std::to_string(data.size()) + " examples");
-    detail::check_labelled("fit", data, classes_);
-    const fit_options o = detail::with_recipe(policy_, options);
-    detail::check_options(policy_, o, *set_);
-    if (!o.checkpoint_path.empty() && !detail::checkpoints_during_fit<Policy>)
-      throw config_error(std::string("locus: fit: ") + Policy::name + " does not write checkpoints during fit; call "
-                         "save() after fit");
-    // Rank 0 writes them: a folder that is missing or read-only fails now, not after the run.
-    if (!o.checkpoint_path.empty() && rank() == 0) checkpoint::check_writable(o.checkpoint_path);
+    static_assert(policy_for<Policy, Ds...> || !detail::runs_if_mutable<Policy, Ds...>,
+                  "locus: data_parallel: Policy::run(fit_context&) must be a const member function (a policy's "
+                  "options do not change during a fit; keep run-time state in locals or behind a std::shared_ptr)");
+    static_assert(policy_for<Policy, Ds...> || detail::runs_if_mutable<Policy, Ds...>,
+                  "locus: data_parallel: the policy has no run(fit_context&) for these devices");
+    // One fit at a time: a second thread's fit (or a fit, load or restore from on_step or print)
+    // would race with the replicas' threads and buffers.
+    const detail::fit_scope scope(fitting_, "fit");
+    auto& comm = set_->comm();
+    // Everything that can refuse the run is checked before the first step. Across ranks each rank
+    // checks, then they agree: a refusal on one rank (a label out of range, a checkpoint folder
+    // missing on rank 0, which writes them) is every rank's, and none waits in a collective.
+    fit_options o;
+    std::size_t total = 0;
+    dist::agree(comm, [&] {
+      if (options.batch == 0 || options.batch > data.size())
+        throw config_error("locus: fit: batch " + std::to_string(options.batch) + " for a data set of " +
+                           std::to_string(data.size()) + " examples");
+      detail::check_labelled("fit", data, classes_);
+      o = detail::with_recipe(policy_, options);
+      detail::check_options(policy_, o, *set_);
+      total = total_steps(data.size(), o);
+      if (o.checkpoint_path.empty()) return;
+      if (!detail::checkpoints_during_fit<Policy>)
+        throw config_error(std::string("locus: fit: ") + Policy::name + " does not write checkpoints during fit; "
+                           "call save() after fit");
+      // What the checkpoint reader would refuse is refused now, not after the run (an optimiser
+      // named "SignSGD", a tensor of rank 9).
+      checkpoint::check_layout(o.checkpoint_path, set_->optimizer().name, set_->template replica<0>().shapes(),
+                               set_->optimizer().state_buffers);
+      // Rank 0 writes them: a folder that is missing or read-only fails now, not after the run.
+      if (rank() == 0) checkpoint::check_writable(o.checkpoint_path);
+    });
+    if constexpr (distributed) compare_runs(data, o, total);
     const auto start = std::chrono::steady_clock::now();
     fit_result result;
     seed_ = o.seed;
-    if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total_steps(data.size(), o), result);
-    detail::reporter report(o, total_steps(data.size(), o), device_count);
+    if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
+    detail::reporter report(o, total, device_count);
     report.resume_at(result.resumed_from);
-    fit_context<set_type> c{*set_, data, o, total_steps(data.size(), o), result.resumed_from, result, report, {}};
+    fit_context<set_type> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
     if constexpr (detail::checkpoints_during_fit<Policy>) {
       c.after_step = [&](std::size_t steps) {
         steps_done_ = steps;
@@ -228,8 +279,21 @@ public:
     result.steps = result.resumed_from;
     policy_.run(c);
     steps_done_ = result.steps;
-    if constexpr (detail::checkpoints_during_fit<Policy>)
-      if (!result.stopped) save_checkpoint(o);
+    // The last checkpoint, and across ranks what failed on one rank after the last exchange (its
+    // on_step, its checkpoint): every rank ends the fit the same way, as an exchange ends it.
+    if constexpr (!distributed) {
+      if constexpr (detail::checkpoints_during_fit<Policy>)
+        if (!result.stopped) save_checkpoint(o);
+    } else {
+      std::string failure = c.failure;
+      try {
+        if constexpr (detail::checkpoints_during_fit<Policy>)
+          if (failure.empty() && !result.stopped) save_checkpoint(o);
+      } catch (...) {
+        failure = dist::describe(std::current_exception());
+      }
+      if (const auto first = comm.first_failure(failure); !first.empty()) throw error(first);
+    }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.examples = result.curve.size() * o.batch;
     return result;
@@ -247,6 +311,7 @@ public:
     c.state_buffers = set_->optimizer().state_buffers;
     c.optimizer_steps = set_->optimizer_steps();
     c.optimizer_state = set_->states_host();
+    c.streams = set_->draws();
     return c;
   }
   /// Writes state() to path (a temporary file, flushed, renamed over path).
@@ -256,13 +321,8 @@ public:
   /// error (checkpoint_error naming the file and what is wrong) the trainer is untouched.
   void load(const std::string& path) { restore(checkpoint::load(path), path); }
   void restore(const checkpoint& c, const std::string& name) {
-    const bool drop = detail::check_restore(c, name, set_->template replica<0>().shapes(), parameter_count(),
-                                            set_->optimizer(), device_count, set_->state_size());
-    set_->set_parameters(c.parameters);
-    set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
-                     drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
-    steps_done_ = c.steps;
-    seed_ = c.seed;
+    const detail::fit_scope scope(fitting_, "restore");
+    restore_unchecked(c, name);
   }
 
   /// This process's rank in the job and the number of ranks (0 and 1 in process).
@@ -322,22 +382,91 @@ public:
   }
 
 private:
+  void restore_unchecked(const checkpoint& c, const std::string& name) {
+    const bool drop = detail::check_restore(c, name, set_->template replica<0>().shapes(), parameter_count(),
+                                            set_->optimizer(), device_count, set_->state_size());
+    set_->set_parameters(c.parameters);
+    set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
+                     drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
+    set_->set_draws(c.streams);
+    steps_done_ = c.steps;
+    seed_ = c.seed;
+  }
+
   /// The checkpoint to resume from, when options name one that exists.
+  /// The checkpoint to resume from, when options name one that exists. Across ranks, rank 0's
+  /// (the one that writes them) is sent to every rank: all resume from the same state, whatever
+  /// each rank's own file system holds.
   void resume(const fit_options& o, std::size_t total, fit_result& result) {
     if (o.checkpoint_path.empty()) return;
-    if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
-    else return;
-    auto c = checkpoint::load(o.checkpoint_path);
-    if (c.seed != o.seed)
-      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " + std::to_string(c.seed) +
-                             ", this fit has seed " + std::to_string(o.seed) + " (another data order)");
-    // More steps done than this whole fit has: another batch size, fewer epochs or max_steps.
-    if (c.steps > total)
-      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": " + std::to_string(c.steps) +
-                             " steps done, past the end of this fit (" + std::to_string(total) +
-                             " steps in all): written by a run with another batch, epochs or max_steps");
-    restore(c, o.checkpoint_path);
-    result.resumed_from = std::size_t(c.steps);
+    auto& comm = set_->comm();
+    std::optional<checkpoint> c;
+    dist::agree(comm, [&] {
+      if (rank() != 0) return;
+      if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
+      else return;
+      c = checkpoint::load(o.checkpoint_path);
+    });
+    if constexpr (distributed) {
+      std::vector<std::uint8_t> bytes;
+      if (c) bytes = c->serialize();
+      dist::broadcast_bytes(comm, bytes);
+      dist::agree(comm, [&] {
+        if (!bytes.empty() && rank() != 0)
+          c = checkpoint::parse(bytes.data(), bytes.size(), o.checkpoint_path + " (rank 0's)");
+      });
+    }
+    dist::agree(comm, [&] {
+      if (!c) return;
+      if (c->seed != o.seed)
+        throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " +
+                               std::to_string(c->seed) + ", this fit has seed " + std::to_string(o.seed) +
+                               " (another data order)");
+      // More steps done than this whole fit has: another batch size, fewer epochs or max_steps.
+      if (c->steps > total)
+        throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": " + std::to_string(c->steps) +
+                               " steps done, past the end of this fit (" + std::to_string(total) +
+                               " steps in all): written by a run with another batch, epochs or max_steps");
+      restore_unchecked(*c, o.checkpoint_path);
+      result.resumed_from = std::size_t(c->steps);
+    });
+  }
+
+  /// Across ranks: every rank's run must have rank 0's shape (the same steps, batches, model size
+  /// and the options that decide the collectives), or they would wait for each other forever.
+  /// Collective; every rank throws the same config_error naming what differs.
+  void compare_runs(const data::labelled_images& data, const fit_options& o, std::size_t total) {
+    std::vector<std::pair<std::string, std::uint64_t>> fields = {
+        {"batches per epoch", data.size() / o.batch},
+        {"epochs", o.epochs},
+        {"batch", o.batch},
+        {"max_steps", o.max_steps},
+        {"steps", total},
+        {"seed", o.seed},
+        {"parameters", parameter_count()},
+        {"devices per rank", device_count},
+        {"checkpoint_every", o.checkpoint_every},
+        {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
+        {"on_non_finite", std::uint64_t(o.on_non_finite)},
+        {"warmup_steps", o.warmup_steps.value_or(0)},
+        {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
+    };
+    if constexpr (requires { policy_.agreement(); })
+      for (auto& [name, value] : policy_.agreement()) fields.emplace_back(std::string(Policy::name) + "." + name, value);
+    std::vector<std::uint64_t> values;
+    for (const auto& f : fields) values.push_back(f.second);
+    auto& comm = set_->comm();
+    dist::broadcast_values(comm, values);
+    dist::agree(comm, [&] {
+      std::string differs;
+      for (std::size_t i = 0; i < fields.size(); ++i)
+        if (values[i] != fields[i].second)
+          differs += (differs.empty() ? "" : ", ") + fields[i].first + " " + std::to_string(fields[i].second) +
+                     " here, " + std::to_string(values[i]) + " on rank 0";
+      if (!differs.empty())
+        throw config_error("locus: fit: the ranks disagree on the run (" + differs +
+                           "): every rank must call fit with the same model, data size and options");
+    });
   }
   void save_checkpoint(const fit_options& o) {
     if (!o.checkpoint_path.empty() && rank() == 0) save(o.checkpoint_path);
@@ -345,6 +474,7 @@ private:
 
   Policy policy_;
   std::optional<set_type> set_;
+  std::atomic<bool> fitting_{false};  ///< a fit (or a restore) is running
   /// Labels must lie in [0, classes_): the model's classes() where it has one.
   std::int64_t classes_ = std::numeric_limits<std::int32_t>::max();
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done

@@ -15,6 +15,7 @@
 #include <locus/backend/omp.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/data/sampler.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/dist/in_process.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/layout.hpp>
@@ -27,12 +28,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace locus::train {
@@ -54,6 +57,36 @@ inline void add_to(float& x, float v, bool rmw) noexcept {
   if (rmw) a.fetch_add(v, std::memory_order_relaxed);
   else a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
 }
+
+/// The shuffled order of each epoch, drawn on first use and shared by the workers; only the
+/// `keep` most recent epochs stay (hogwild's workers are at most a step each apart, and an evicted
+/// order a worker still reads stays alive through its shared_ptr).
+class epoch_orders {
+public:
+  epoch_orders(std::size_t examples, std::uint64_t seed, std::size_t keep)
+      : examples_(examples), seed_(seed), keep_(keep) {}
+  [[nodiscard]] std::shared_ptr<const std::vector<std::uint32_t>> of(std::size_t epoch) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [e, order] : kept_)
+      if (e == epoch) return order;
+    auto order = std::make_shared<const std::vector<std::uint32_t>>(data::shuffled(examples_, seed_, epoch));
+    if (kept_.size() == keep_) {
+      auto oldest = kept_.begin();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it)
+        if (it->first < oldest->first) oldest = it;
+      kept_.erase(oldest);
+    }
+    kept_.emplace_back(epoch, order);
+    return order;
+  }
+
+private:
+  std::size_t examples_;
+  std::uint64_t seed_;
+  std::size_t keep_;
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, std::shared_ptr<const std::vector<std::uint32_t>>>> kept_;
+};
 
 /// The handle of a communicator's one-sided window (nothing for one without).
 template <class G>
@@ -149,10 +182,13 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
   std::atomic<std::size_t> applied{0};  // this rank's updates of the home copy (the staleness, the steps)
   const std::size_t per_epoch = c.data.size() / o.batch;
   const auto ranks = std::size_t(s.comm().size()), rank = std::size_t(s.comm().rank());
-  const std::size_t my_steps = (c.total_steps + ranks - 1 - rank) / ranks;
-  std::vector<std::vector<std::uint32_t>> orders;
-  for (std::size_t e = 0; e < o.epochs; ++e) orders.push_back(data::shuffled(c.data.size(), o.seed, e));
-  const int threads_per_worker = std::max(1, backend::host_cores() / int(Set::device_count));
+  // Steps rank, rank + ranks, ... below the total (no overflow when the total is SIZE_MAX).
+  const std::size_t my_steps = c.total_steps / ranks + (rank < c.total_steps % ranks ? 1 : 0);
+  // Each epoch's order is drawn when a worker first needs it; a few recent ones are kept.
+  detail::epoch_orders orders(c.data.size(), o.seed, Set::device_count + 1);
+  // The caller's thread budget (OMP_NUM_THREADS, omp_set_num_threads), shared out among the workers
+  // whose kernels run on the host; every worker restores its thread's setting when it ends.
+  const int threads_per_worker = std::max(1, backend::host_threads() / int(Set::device_count));
   typename detail::window_of<typename Set::communicator_type>::type window{};  // closed after the workers join
   if constexpr (spans) {
     static_assert(dist::one_sided<typename Set::communicator_type>,
@@ -167,7 +203,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
       auto& local = s.template replica<i>();
       using D = typename std::remove_cvref_t<decltype(local)>::device_type;
       // The cores are shared out among the workers whose kernels run on them.
-      if constexpr (backend::runs_on_host<D>) backend::limit_host_threads(threads_per_worker);
+      const backend::scoped_host_threads budget(backend::runs_on_host<D> ? threads_per_worker : backend::host_threads());
       auto& grad = s.template buffer<i>();
       auto& velocity = s.template state<i>();
       std::vector<float> staging(size), step_host, delta;
@@ -202,7 +238,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
             }
           }
           from_host(staging, local.parameters());
-          auto [x, y] = data::gather<D>(c.data, orders[epoch], first, o.batch);
+          auto [x, y] = data::gather<D>(c.data, *orders.of(epoch), first, o.batch);
           const double loss = local.loss_and_grad(x, y);
           if (!std::isfinite(loss) || !Set::template all_finite<D>(local.gradients())) {
             if (o.on_non_finite == non_finite::throw_error)
@@ -261,9 +297,10 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
           std::lock_guard lock(result_mutex);
           c.report(c.result, c.result.curve.size() + 1, epoch, loss);
         }
-      } catch (const std::exception& e) {
-        // Across ranks nobody waits for this worker at a collective: end the job, with the message.
-        if constexpr (spans) s.comm().abort(id_of<D>.full_name() + ": " + e.what());
+      } catch (...) {
+        // Across ranks nobody waits for this worker at a collective: end the job, with the message
+        // (whatever the exception's type).
+        if constexpr (spans) s.comm().abort(id_of<D>.full_name() + ": " + dist::describe(std::current_exception()));
         throw;
       }
     });

@@ -242,10 +242,19 @@ public:
     }(std::index_sequence_for<L...>{});
   }
 
+  /// The loss and gradient of one batch; dropout draws its masks from the model's own count of
+  /// calls (shared by its copies).
   template <device D>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    return loss_and_grad(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+  }
+  /// The same with the random stream given (data_parallel's replicas pass theirs: see
+  /// replica::draws()).
+  template <device D>
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
+                                   std::uint64_t stream) const {
     detail::check_input(x.extent(1), inputs_, "sequential");
-    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + calls_->fetch_add(1, std::memory_order_relaxed)};
+    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward<0>(x, vars, c); });
   }
 

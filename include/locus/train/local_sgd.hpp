@@ -13,6 +13,7 @@
 // Written against the public policy interface only (policy.hpp, replicas.hpp).
 #include <locus/config.hpp>
 #include <locus/data/sampler.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/dist/nccl.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/layout.hpp>
@@ -23,8 +24,11 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 #include <type_traits>
 
 namespace locus::train {
@@ -41,6 +45,11 @@ struct basic_local_sgd {
   /// Average every optimiser state buffer too, like the parameters (sgd's momentum, Adam's first
   /// and second moments); else each replica keeps its own.
   bool average_momentum = true;
+
+  /// What every rank's local_sgd must agree on (data_parallel compares them across ranks).
+  [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> agreement() const {
+    return {{"period", period}, {"average_momentum", average_momentum ? 1u : 0u}};
+  }
 
   template <class Set>
   void check(const fit_options& o, const Set& s) const {
@@ -86,9 +95,10 @@ struct basic_local_sgd {
               return;
             }
             s.template step<i>(lr, r.gradients());
-          } catch (const std::exception& e) {
+          } catch (...) {
             if constexpr (!spans) throw;
-            failures[i] = id_of<D>.full_name() + ": " + e.what();  // reaches every rank at the average
+            // Reaches every rank at the average, whatever the exception's type.
+            failures[i] = id_of<D>.full_name() + ": " + dist::describe(std::current_exception());
           }
         });
         double loss = 0;
@@ -105,6 +115,8 @@ struct basic_local_sgd {
           average(s, failures);
           return;
         }
+        // A failure of this rank outside the replicas (on_step, print) rides in the next average.
+        if (spans && !c.failure.empty() && failures[0].empty()) failures[0] = c.failure;
         if (++since == period || last) {
           average(s, failures);
           since = 0;

@@ -220,11 +220,26 @@ public:
   }
   [[nodiscard]] virtual tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const = 0;
 
+  /// The loss_and_grad calls this replica has made: with its index among all replicas, the random
+  /// stream of the next one (dropout's masks) when the model takes one (loss_and_grad(p, x, y,
+  /// stream)). Checkpoints keep it, so a resumed run draws the masks the uninterrupted one would;
+  /// each replica has its own, so the masks do not depend on the order replica threads run in.
+  [[nodiscard]] std::uint64_t draws() const noexcept { return draws_; }
+  void set_draws(std::uint64_t n) noexcept { draws_ = n; }
+  /// This replica's index among all replicas of the job (replica_set sets it).
+  void set_index(std::size_t i) noexcept { index_ = i; }
+
 protected:
+  /// The stream of the next call, and the call counted: replica i's calls are streams
+  /// i * 2^40, i * 2^40 + 1, ...
+  std::uint64_t next_stream() noexcept { return (std::uint64_t(index_) << 40) + draws_++; }
+
   std::vector<tensor_view<float, D, 1>> views_;
   std::vector<std::vector<std::uint64_t>> shapes_;
   std::vector<tensor_view<const float, D, 1>> grads_;
   std::size_t size_ = 0;
+  std::uint64_t draws_ = 0;
+  std::size_t index_ = 0;
 };
 
 template <class M, device D>
@@ -247,7 +262,14 @@ public:
 
   double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) override {
     this->grads_.clear();
-    auto s = model_->loss_and_grad(std::as_const(p_), x, y);
+    auto s = [&] {
+      if constexpr (requires { model_->loss_and_grad(std::as_const(p_), x, y, std::uint64_t{}); }) {
+        return model_->loss_and_grad(std::as_const(p_), x, y, this->next_stream());
+      } else {
+        (void)this->next_stream();
+        return model_->loss_and_grad(std::as_const(p_), x, y);
+      }
+    }();
     const double loss = double(s.loss.item());
     grad_.emplace(std::move(s.grad));
     std::vector<tensor_view<const float, D, 1>> views;

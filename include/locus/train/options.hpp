@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,9 +87,14 @@ struct fit_result {
   [[nodiscard]] double examples_per_sec() const { return seconds > 0 ? double(examples) / seconds : 0; }
 };
 
-/// The steps of a run: whole batches per epoch, times the epochs, capped by max_steps.
+/// The steps of a run: whole batches per epoch, times the epochs, capped by max_steps. The product
+/// saturates at SIZE_MAX instead of wrapping (2^63 epochs of 2 batches is "train until max_steps",
+/// not 0 steps): `epochs = SIZE_MAX` with max_steps trains by steps.
 [[nodiscard]] inline std::size_t total_steps(std::size_t examples, const fit_options& o) {
-  const std::size_t all = o.batch == 0 ? 0 : (examples / o.batch) * o.epochs;
+  const std::size_t per_epoch = o.batch == 0 ? 0 : examples / o.batch;
+  const std::size_t all = per_epoch != 0 && o.epochs > std::numeric_limits<std::size_t>::max() / per_epoch
+                              ? std::numeric_limits<std::size_t>::max()
+                              : per_epoch * o.epochs;
   return o.max_steps != 0 ? std::min(o.max_steps, all) : all;
 }
 

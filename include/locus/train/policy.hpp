@@ -21,6 +21,7 @@
 // local_sgd.hpp) are written against this interface only; README.md shows a user-written one.
 #include <locus/config.hpp>
 #include <locus/data/idx.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/dist/communicator.hpp>
 #include <locus/train/options.hpp>
 #include <locus/train/replicas.hpp>
@@ -29,7 +30,9 @@
 
 #include <concepts>
 #include <cstddef>
+#include <exception>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -49,6 +52,12 @@ struct fit_context {
   /// Called after a step is applied (or skipped) with the steps done so far: writes a checkpoint
   /// when the options ask for one then.
   std::function<void(std::size_t steps_done)> after_step;
+  /// Across ranks (a communicator that spans processes): what failed on this rank outside the
+  /// replicas' work (its checkpoint write, its on_step or print callback), held here by step_done
+  /// until the policy's next exchange carries it to every rank (a policy sets its failure flag
+  /// when this is not empty; fit ends every rank with it at the latest after run()). In one
+  /// process step_done throws instead, and this stays empty.
+  std::string failure;
 
   /// The learning rate at step `step` (0-based) of the run.
   [[nodiscard]] float lr(std::size_t step) const {
@@ -58,8 +67,18 @@ struct fit_context {
   /// one is due (applied steps only), then the curve, the progress line and bar, and on_step.
   void step_done(std::size_t step, std::size_t epoch, double loss, bool applied = true) {
     result.steps = step;
-    if (applied && after_step) after_step(step);
-    report(result, step, epoch, loss);
+    if constexpr (!Set::communicator_type::spans_processes) {
+      if (applied && after_step) after_step(step);
+      report(result, step, epoch, loss);
+    } else {
+      if (!failure.empty()) return;  // the run ends at the next exchange
+      try {
+        if (applied && after_step) after_step(step);
+        report(result, step, epoch, loss);
+      } catch (...) {
+        failure = dist::describe(std::current_exception());
+      }
+    }
   }
 };
 
@@ -82,6 +101,19 @@ concept policy_for =
     policy<P> && requires(const P& p, fit_context<replica_set<typename P::communicator, Ds...>>& c) { p.run(c); };
 
 namespace detail {
+/// A class with a name and a communicator kind: a policy but for copyability (data_parallel's
+/// messages tell the two apart).
+template <class P>
+concept policy_shape = std::is_class_v<P> && requires {
+  { P::name } -> std::convertible_to<std::string_view>;
+  typename P::communicator;
+} && dist::communicator_kind<typename P::communicator>;
+/// run(c) is callable on a mutable policy (when it is not on a const one: run is not const).
+template <class P, class... Ds>
+concept runs_if_mutable = policy_shape<P> && requires(P& p, fit_context<replica_set<typename P::communicator, Ds...>>& c) {
+  p.run(c);
+};
+
 template <class P, class Set>
 void check_options(const P& p, const fit_options& o, const Set& s) {
   if constexpr (requires { p.check(o, s); }) p.check(o, s);

@@ -8,6 +8,7 @@
 #include <locus/config.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/device/device.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/dist/communicator.hpp>
 #include <locus/errors.hpp>
 #include <locus/expr/operators.hpp>
@@ -183,6 +184,16 @@ public:
   }
   /// Every replica's optimiser step count.
   [[nodiscard]] std::vector<std::uint64_t> optimizer_steps() const { return {steps_.begin(), steps_.end()}; }
+  /// Every replica's random-stream position (replica::draws()).
+  [[nodiscard]] std::vector<std::uint64_t> draws() const {
+    std::vector<std::uint64_t> out;
+    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) { out.push_back(replica<i>().draws()); });
+    return out;
+  }
+  /// Every replica's stream position from `draws` (one per replica), or 0 when it is empty.
+  void set_draws(const std::vector<std::uint64_t>& draws) {
+    each([&](auto i) { replica<i>().set_draws(draws.empty() ? 0 : draws[i]); });
+  }
   /// Every replica's state and step count from `states` and `steps` (one each per replica, each
   /// state of state_size() floats), or zero when both are empty. The caller has checked the sizes.
   void set_states(const std::vector<std::vector<float>>& states, const std::vector<std::uint64_t>& steps) {
@@ -197,11 +208,13 @@ public:
     });
   }
 
-  /// True when every element of the views is finite (one reduction each, on their device).
+  /// True when every element of the views is finite (one reduction each, on their device): the
+  /// largest magnitude, which is NaN when any element is (max lets NaN win) and never overflows
+  /// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
   template <device D, class Views>
   [[nodiscard]] static bool all_finite(const Views& views) {
     for (const auto& v : views)
-      if (!std::isfinite(double(on<D>(sum(v)).item()))) return false;
+      if (v.size() != 0 && !std::isfinite(double(on<D>(max(abs(v))).item()))) return false;
     return true;
   }
   /// One element of a device buffer, on the host.
@@ -227,8 +240,21 @@ private:
     auto shared = std::make_shared<const M>(model);
     replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
     size_ = replica<0>().size();
+    each([&](auto i) { replica<i>().set_index(first_replica() + i); });
     buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
     state_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{state_size()}, 0.f)...};
+    // Across ranks every replica starts from rank 0's parameters: the models must be the same
+    // size everywhere (one rank's larger model would fail MPI_Bcast on that rank alone, the others
+    // waiting), so the sizes are compared first and every rank refuses a mismatch.
+    if constexpr (communicator_type::spans_processes) {
+      std::vector<std::uint64_t> size{size_};
+      dist::broadcast_values(comm_, size);
+      dist::agree(comm_, [&] {
+        if (size[0] != size_)
+          throw config_error("locus: data_parallel: this rank's model has " + std::to_string(size_) +
+                             " parameters, rank 0's " + std::to_string(size[0]) + ": every rank must build the same model");
+      });
+    }
     auto p = parameters();
     comm_.broadcast_host(p.data(), p.size());
     set_parameters(p);

@@ -13,6 +13,7 @@
 //   data_parallel<sync_average, gpu<0>, gpu<1>> t{model, adamw{1e-3f}};   any optimiser (optimizer.hpp)
 #include <locus/config.hpp>
 #include <locus/data/sampler.hpp>
+#include <locus/dist/agreement.hpp>
 #include <locus/dist/nccl.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/layout.hpp>
@@ -23,8 +24,11 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace locus::train {
 
@@ -42,10 +46,14 @@ struct basic_sync_average {
   /// equals one of the whole batch).
   std::size_t accumulate = 1;
 
+  /// What every rank's sync_average must agree on (data_parallel compares them across ranks).
+  [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> agreement() const { return {{"accumulate", accumulate}}; }
+
   template <class Set>
   void check(const fit_options& o, const Set& s) const {
     if (accumulate == 0) throw config_error("locus: sync_average: accumulate must be at least 1");
-    if (o.batch % (s.replica_count() * accumulate) != 0) {
+    // accumulate > batch / replicas first: replicas * accumulate would wrap for a huge accumulate.
+    if (accumulate > o.batch / s.replica_count() || o.batch % (s.replica_count() * accumulate) != 0) {
       const int ranks = s.comm().size();
       const std::size_t devices = Set::device_count;
       throw config_error("locus: fit: sync_average splits the batch evenly: " + std::to_string(o.batch) +
@@ -69,9 +77,10 @@ struct basic_sync_average {
     const float mean = packed ? 1.f / float(replicas * accumulate) : 1.f;
     std::array<double, Set::device_count> losses{};
     std::array<std::string, Set::device_count> failures;
-    std::size_t step = 0;
     const std::size_t per_epoch = c.data.size() / o.batch;
-    for (std::size_t epoch = 0; epoch < o.epochs; ++epoch) {
+    // Resumed: start in the epoch of the first step not done (no order is drawn for the others).
+    std::size_t step = c.resumed_from / per_epoch * per_epoch;
+    for (std::size_t epoch = c.resumed_from / per_epoch; epoch < o.epochs && step < c.total_steps; ++epoch) {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         if (step < c.resumed_from) {  // done before the checkpoint
@@ -79,11 +88,19 @@ struct basic_sync_average {
           continue;
         }
         const std::size_t first = b * o.batch;
+        // Across ranks, a failure of this rank since the last exchange (its checkpoint, on_step)
+        // rides in this one instead of a gradient.
+        const bool failed = spans && !c.failure.empty();
         s.run([&](auto i) {
           using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
           auto& r = s.template replica<i>();
           auto& g = s.template buffer<i>();
           try {
+            if (failed) {
+              if (i == 0) failures[i] = c.failure;
+              Set::set_slots(g, n, {0.f, 1.f});
+              return;
+            }
             double loss = 0;
             const auto mine = data::shard_of(first, o.batch, s.first_replica() + i, replicas);
             for (std::size_t k = 0; k < accumulate; ++k) {
@@ -99,10 +116,11 @@ struct basic_sync_average {
             }
             losses[i] = loss;
             if (packed) Set::set_slots(g, n, {float(loss), 0.f});
-          } catch (const std::exception& e) {
+          } catch (...) {
             if constexpr (!spans) throw;
-            // Across ranks the failure travels in the buffer: every rank learns of it.
-            failures[i] = id_of<D>.full_name() + ": " + e.what();
+            // Across ranks the failure travels in the buffer: every rank learns of it (whatever
+            // the exception's type).
+            failures[i] = id_of<D>.full_name() + ": " + dist::describe(std::current_exception());
             Set::set_slots(g, n, {0.f, 1.f});
           }
         });
