@@ -8,6 +8,8 @@
 #                      built-in mlp and calls fit; again with LOCUS_SEPARATE_RUNTIME=1
 #   one_device         the same trainer over one device (data_parallel<sync_average, gpu<0>>), in
 #                      the separate mode: the smallest training program, the floor of any trainer TU
+#   devices_N          the data_parallel TU, header-only, over N = 1, 2 and 4 devices
+#   libtorch           the same MLP program with libtorch's C++ frontend (when libtorch-dev is there)
 #   runtime            the separate runtime's own file (once per program, emulated GPUs)
 #   example            examples/multi_device_train.cpp; again at -O0 (the code it generates, whatever
 #                      the optimiser does)
@@ -144,6 +146,42 @@ measure data_parallel_separate "$runs" "$work/data_parallel.cpp" "${flags[@]}" -
         -DLOCUS_SEPARATE_RUNTIME=1
 sed 's/gpu<0>, gpu<1>>/gpu<0>>/' "$work/data_parallel.cpp" > "$work/one_device.cpp"
 measure one_device "$runs" "$work/one_device.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 -DLOCUS_SEPARATE_RUNTIME=1
+# The same trainer, header-only, over 1, 2 and 4 devices: what one more device costs a TU.
+for n in 1 2 4; do
+  list="gpu<0>"
+  for ((k = 1; k < n; ++k)); do list="$list, gpu<$k>"; done
+  sed "s/gpu<0>, gpu<1>>/$list>/" "$work/data_parallel.cpp" > "$work/devices_$n.cpp"
+  measure "devices_$n" "$runs" "$work/devices_$n.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1
+done
+# The same MLP program written with libtorch's C++ frontend (Debian's libtorch-dev), when present.
+torch_flags=()
+if [ -f /usr/include/torch/csrc/api/include/torch/torch.h ]; then
+  torch_flags=(-std=c++17 -O2 -DNDEBUG -I/usr/include/torch/csrc/api/include)
+  cat > "$work/libtorch.cpp" << 'EOF2'
+#include <torch/torch.h>
+#include <cstdio>
+struct net : torch::nn::Module {
+  net() : fc1(register_module("fc1", torch::nn::Linear(784, 256))), fc2(register_module("fc2", torch::nn::Linear(256, 10))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x.view({-1, 784})))); }
+  torch::nn::Linear fc1, fc2;
+};
+int main() {
+  auto model = std::make_shared<net>();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto data = torch::data::datasets::MNIST("/usr/share/datasets/fashion-mnist").map(torch::data::transforms::Stack<>());
+  auto loader = torch::data::make_data_loader(std::move(data), 256);
+  for (auto& batch : *loader) {
+    opt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(model->forward(batch.data), batch.target);
+    loss.backward();
+    opt.step();
+    std::printf("%f\n", loss.item<float>());
+    break;
+  }
+}
+EOF2
+  against="" measure libtorch "$runs" "$work/libtorch.cpp" "${torch_flags[@]}"
+fi
 printf '#define LOCUS_RUNTIME_IMPLEMENTATION\n#include <locus/runtime.hpp>\n' > "$work/runtime.cpp"
 against="" measure runtime 1 "$work/runtime.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 -DLOCUS_SEPARATE_RUNTIME=1
 measure example "$example_runs" "$root/examples/multi_device_train.cpp" "${flags[@]}" -DLOCUS_EMULATE_GPUS=1 \
@@ -167,6 +205,15 @@ echo "| Eigen Tensor: \`c = a + b * 2.f\` (best of $runs) | $(best eigen) | 1.00
 echo "| one \`data_parallel<sync_average, gpu<0>, gpu<1>>\` + fit (best of $runs) | $(best data_parallel) | | | | $(text data_parallel) |"
 echo "| the same, \`LOCUS_SEPARATE_RUNTIME=1\` | $(best data_parallel_separate) | | | | $(text data_parallel_separate) |"
 echo "| one \`data_parallel<sync_average, gpu<0>>\` + fit, \`LOCUS_SEPARATE_RUNTIME=1\` (one device: the floor of a trainer TU) | $(best one_device) | | | | $(text one_device) |"
+for n in 1 2 4; do
+  echo "| the same header-only over $n device$( ((n > 1)) && echo s) (\`gpu<0>\`..\`gpu<$((n - 1))>\`) | $(best "devices_$n") | $(ratio "$(best "devices_$n")" "$(best devices_1)") x one device | | | $(text "devices_$n") |"
+done
+if ((${#torch_flags[@]})); then
+  echo "| the same MLP with libtorch's C++ frontend (\`#include <torch/torch.h>\`, Debian's libtorch-dev) | $(best libtorch) | | | | $(text libtorch) |"
+  echo "| two-device trainer TU / libtorch's | $(ratio "$(best devices_2)" "$(best libtorch)") | | <= 0.5 | $(verdict "$(ratio "$(best devices_2)" "$(best libtorch)")" 0.5) | |"
+else
+  echo "| libtorch's MLP: not measured (no libtorch-dev) | | | | | |"
+fi
 echo "| the separate runtime's own file (\`#include <locus/runtime.hpp>\`, once per program) | $(best runtime) | | | | $(text runtime) |"
 echo "| examples/multi_device_train.cpp (best of $example_runs) | $(best example) | | <= 8 s | $(verdict "$(best example)" 8) | $(text example) |"
 echo "| the same at -O0 (once) | $(best example_O0) | | | | $(text example_O0) |"
@@ -176,7 +223,7 @@ if [ -n "$against" ]; then
   echo
   echo "| TU | CPU s, $against | CPU s, this tree | ratio | text KB, $against | text KB, this tree | ratio |"
   echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  for tag in hello hello_separate data_parallel data_parallel_separate one_device example; do
+  for tag in hello hello_separate data_parallel data_parallel_separate one_device devices_1 devices_2 devices_4 example; do
     echo "| $tag | $(best "$tag.base") | $(best "$tag") | $(ratio "$(best "$tag")" "$(best "$tag.base")") | $(text "$tag.base") | $(text "$tag") | $(ratio "$(text "$tag")" "$(text "$tag.base")") |"
   done
 fi

@@ -49,6 +49,15 @@
 #  define LOCUS_RUNTIME_DEFINITIONS 1
 #  define LOCUS_RUNTIME_INLINE inline
 #endif
+// A run-time function called from many templates (the arena's allocate and deallocate, inside every
+// tensor's constructor and destructor): header-only, `inline` would let the optimiser copy its body
+// into each of them; it stays one out-of-line function.
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOCUS_NOINLINE __attribute__((noinline))
+#else
+#  define LOCUS_NOINLINE
+#endif
+
 // The configuration the run-time part is compiled for, in the name of a function that only it
 // defines and every user of the registry calls (backend/registry.hpp): a program whose runtime file
 // was compiled for another configuration (without LOCUS_EMULATE_GPUS, by g++ beside nvcc files)

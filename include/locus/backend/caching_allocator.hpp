@@ -119,7 +119,7 @@ private:
 };
 
 #if LOCUS_RUNTIME_DEFINITIONS
-LOCUS_RUNTIME_INLINE void* caching_arena::allocate(std::size_t bytes) {
+LOCUS_RUNTIME_INLINE LOCUS_NOINLINE void* caching_arena::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > (std::size_t{1} << 62))
     throw allocation_error(device_.full_name(), bytes, "the request exceeds any device's address space");
@@ -147,7 +147,7 @@ LOCUS_RUNTIME_INLINE void* caching_arena::allocate(std::size_t bytes) {
   return p;
 }
 
-LOCUS_RUNTIME_INLINE void caching_arena::deallocate(void* p) noexcept {
+LOCUS_RUNTIME_INLINE LOCUS_NOINLINE void caching_arena::deallocate(void* p) noexcept {
   if (p == nullptr) return;
   std::lock_guard lock(mutex_);
   auto it = live_.find(reinterpret_cast<std::uintptr_t>(p));
@@ -181,7 +181,7 @@ LOCUS_RUNTIME_INLINE void caching_arena::trim_locked(std::size_t keep) {
   }
 }
 
-LOCUS_RUNTIME_INLINE void* caching_arena::hold(const void* p) {
+LOCUS_RUNTIME_INLINE LOCUS_NOINLINE void* caching_arena::hold(const void* p) {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mutex_);
   auto it = live_.upper_bound(addr);
@@ -192,7 +192,7 @@ LOCUS_RUNTIME_INLINE void* caching_arena::hold(const void* p) {
   return reinterpret_cast<void*>(it->first);
 }
 
-LOCUS_RUNTIME_INLINE void caching_arena::release_hold(void* base) noexcept {
+LOCUS_RUNTIME_INLINE LOCUS_NOINLINE void caching_arena::release_hold(void* base) noexcept {
   if (base == nullptr) return;
   std::lock_guard lock(mutex_);
   auto it = live_.find(reinterpret_cast<std::uintptr_t>(base));

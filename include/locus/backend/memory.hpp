@@ -12,8 +12,11 @@
 
 namespace locus::backend {
 
-[[nodiscard]] inline void* allocate(device_id d, std::size_t bytes) { return registry::instance().arena(d).allocate(bytes); }
-inline void deallocate(device_id d, void* p) noexcept { registry::instance().owner_arena(d).deallocate(p); }
+// Out of line (LOCUS_NOINLINE): every tensor's constructor and destructor calls them.
+[[nodiscard]] LOCUS_NOINLINE inline void* allocate(device_id d, std::size_t bytes) {
+  return registry::instance().arena(d).allocate(bytes);
+}
+LOCUS_NOINLINE inline void deallocate(device_id d, void* p) noexcept { registry::instance().owner_arena(d).deallocate(p); }
 
 /// Keeps the arena block holding a pointer alive (see caching_arena::hold): the memory is not handed
 /// out again until the hold is destroyed, even if its tensor is freed first. Empty when the pointer

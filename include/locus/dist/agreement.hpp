@@ -12,12 +12,14 @@
 // Integers and bytes travel as floats of 16 bits each (broadcast_host is the concept's only
 // broadcast of host data): every value below 2^24 is exact in a float, whatever the transport does.
 #include <locus/config.hpp>
+#include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace locus::dist {
@@ -33,6 +35,10 @@ inline std::string describe(const std::exception_ptr& e) {
     return "an exception of a type not derived from std::exception";
   }
 }
+
+/// "<device's full name>: <the exception's message>": a replica's failure, as it travels to the
+/// other ranks.
+inline std::string failure_on(device_id d, const std::exception_ptr& e) { return d.full_name() + ": " + describe(e); }
 
 /// Rank 0's n integers to every rank (collective; n the same on every rank).
 template <class G>
@@ -68,6 +74,18 @@ void broadcast_bytes(G& g, std::vector<std::uint8_t>& b) {
   }
 }
 
+/// "name a here, b on rank 0, ..." for every field whose value differs from rank 0's (empty when
+/// none does).
+inline std::string differences(const std::vector<std::pair<std::string, std::uint64_t>>& mine,
+                               const std::vector<std::uint64_t>& rank0) {
+  std::string out;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (rank0[i] != mine[i].second)
+      out += (out.empty() ? "" : ", ") + mine[i].first + " " + std::to_string(mine[i].second) + " here, " +
+             std::to_string(rank0[i]) + " on rank 0";
+  return out;
+}
+
 /// Runs f on every rank, then exchanges whether it failed (collective): when any rank's f threw,
 /// every rank throws. A rank whose f threw rethrows its own exception (its type and message); the
 /// others throw locus::error "locus: rank R of N failed: <its message>" for the first failing
@@ -93,4 +111,20 @@ void agree(G& g, F&& f) {
   }
 }
 
+}  // namespace locus::dist
+
+namespace locus::dist {
+/// Every rank's named values must equal rank 0's (collective; the same names, in the same order,
+/// on every rank): otherwise every rank throws config_error "<what> (<the differences>)<advice>".
+template <class G>
+void agree_on_values(G& g, const std::vector<std::pair<std::string, std::uint64_t>>& fields, const std::string& what,
+                     const std::string& advice) {
+  std::vector<std::uint64_t> values;
+  values.reserve(fields.size());
+  for (const auto& f : fields) values.push_back(f.second);
+  broadcast_values(g, values);
+  agree(g, [&] {
+    if (const auto d = differences(fields, values); !d.empty()) throw config_error(what + " (" + d + ")" + advice);
+  });
+}
 }  // namespace locus::dist

@@ -65,7 +65,35 @@ struct communicator_of<P> {
 /// the model says how many (classes()), else at least 0. Checked before anything is trained.
 /// (Here, not in data_parallel: one copy for every policy and device list.)
 LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes);
+/// fit's checks of its data: a batch of 1 to data.size() examples, images and labels that agree,
+/// labels in [0, classes).
+LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes);
+/// fit's checks when it will write checkpoints to `path`: the policy writes them, the reader would
+/// accept them (the optimiser's name, the tensors' ranks), and rank 0 can create a file there.
+LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
+                                              const optimizer_info& opt,
+                                              const std::vector<std::vector<std::uint64_t>>& shapes, int rank);
 /// "[[784, 256], [256]]": tensors' extents, for the messages.
+LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes) {
+  if (batch == 0 || batch > data.size())
+    throw config_error("locus: fit: batch " + std::to_string(batch) + " for a data set of " +
+                       std::to_string(data.size()) + " examples");
+  check_labelled("fit", data, classes);
+}
+
+LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
+                                              const optimizer_info& opt,
+                                              const std::vector<std::vector<std::uint64_t>>& shapes, int rank) {
+  if (!policy_writes)
+    throw config_error(std::string("locus: fit: ") + policy + " does not write checkpoints during fit; call save() "
+                       "after fit");
+  // What the checkpoint reader would refuse is refused now, not after the run (an optimiser named
+  // "SignSGD", a tensor of rank 9).
+  checkpoint::check_layout(path, opt.name, shapes, opt.state_buffers);
+  // Rank 0 writes them: a folder that is missing or read-only fails now, not after the run.
+  if (rank == 0) checkpoint::check_writable(path);
+}
+
 LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
 /// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
 /// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
@@ -244,23 +272,13 @@ public:
     fit_options o;
     std::size_t total = 0;
     dist::agree(comm, [&] {
-      if (options.batch == 0 || options.batch > data.size())
-        throw config_error("locus: fit: batch " + std::to_string(options.batch) + " for a data set of " +
-                           std::to_string(data.size()) + " examples");
-      detail::check_labelled("fit", data, classes_);
+      detail::check_fit_data(data, options.batch, classes_);
       o = detail::with_recipe(policy_, options);
       detail::check_options(policy_, o, *set_);
       total = total_steps(data.size(), o);
-      if (o.checkpoint_path.empty()) return;
-      if (!detail::checkpoints_during_fit<Policy>)
-        throw config_error(std::string("locus: fit: ") + Policy::name + " does not write checkpoints during fit; "
-                           "call save() after fit");
-      // What the checkpoint reader would refuse is refused now, not after the run (an optimiser
-      // named "SignSGD", a tensor of rank 9).
-      checkpoint::check_layout(o.checkpoint_path, set_->optimizer().name, set_->template replica<0>().shapes(),
-                               set_->optimizer().state_buffers);
-      // Rank 0 writes them: a folder that is missing or read-only fails now, not after the run.
-      if (rank() == 0) checkpoint::check_writable(o.checkpoint_path);
+      if (!o.checkpoint_path.empty())
+        detail::check_checkpointing(o.checkpoint_path, Policy::name, detail::checkpoints_during_fit<Policy>,
+                                    set_->optimizer(), set_->template replica<0>().shapes(), rank());
     });
     if constexpr (distributed) compare_runs(data, o, total);
     const auto start = std::chrono::steady_clock::now();
@@ -453,20 +471,8 @@ private:
     };
     if constexpr (requires { policy_.agreement(); })
       for (auto& [name, value] : policy_.agreement()) fields.emplace_back(std::string(Policy::name) + "." + name, value);
-    std::vector<std::uint64_t> values;
-    for (const auto& f : fields) values.push_back(f.second);
-    auto& comm = set_->comm();
-    dist::broadcast_values(comm, values);
-    dist::agree(comm, [&] {
-      std::string differs;
-      for (std::size_t i = 0; i < fields.size(); ++i)
-        if (values[i] != fields[i].second)
-          differs += (differs.empty() ? "" : ", ") + fields[i].first + " " + std::to_string(fields[i].second) +
-                     " here, " + std::to_string(values[i]) + " on rank 0";
-      if (!differs.empty())
-        throw config_error("locus: fit: the ranks disagree on the run (" + differs +
-                           "): every rank must call fit with the same model, data size and options");
-    });
+    dist::agree_on_values(set_->comm(), fields, "locus: fit: the ranks disagree on the run",
+                          ": every rank must call fit with the same model, data size and options");
   }
   void save_checkpoint(const fit_options& o) {
     if (!o.checkpoint_path.empty() && rank() == 0) save(o.checkpoint_path);

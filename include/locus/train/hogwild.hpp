@@ -23,6 +23,7 @@
 #include <locus/train/options.hpp>
 #include <locus/train/policy.hpp>
 #include <locus/train/runner.hpp>
+#include <locus/train/schedule.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -87,6 +88,137 @@ private:
   std::mutex mutex_;
   std::vector<std::pair<std::size_t, std::shared_ptr<const std::vector<std::uint32_t>>>> kept_;
 };
+
+/// What hogwild's workers share in one run (everything but their devices).
+struct hogwild_run {
+  const data::labelled_images& data;
+  const fit_options& options;
+  fit_result& result;
+  reporter& report;
+  const optimizer_info& optimizer;
+  std::size_t total_steps;
+  std::vector<float>& home;
+  std::vector<float>& momenta;
+  std::mutex& result_mutex;
+  std::atomic<std::size_t>& next;
+  std::atomic<std::size_t>& applied;
+  epoch_orders& orders;
+  std::size_t per_epoch, ranks, rank, my_steps;
+  int threads_per_worker;
+  std::size_t size;
+  bool heavy, generic, ahead, rmw, scale_by_staleness;
+  float momentum;
+  /// Across ranks: rank 0's window (empty in process: the home copy is `home`).
+  std::function<void(float*)> read;
+  std::function<void(const float*)> add;
+};
+
+/// One hogwild worker on device D until the run's steps are taken (see basic_hogwild::run). A
+/// function of the device alone: every device list and communicator kind shares one copy.
+/// `own_step` is the worker's optimiser step (the generic path).
+template <device D>
+void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>& grad, tensor<float, D, 1>& velocity,
+                    const std::function<void(float)>& own_step) {
+  const auto& o = h.options;
+  const std::size_t size = h.size;
+  const int threads_per_worker = h.threads_per_worker;
+  const bool ahead = h.ahead, rmw = h.rmw;
+  const float mom = h.momentum;
+  auto& home = h.home;
+  auto& momenta = h.momenta;
+  // The cores are shared out among the workers whose kernels run on them.
+  const backend::scoped_host_threads budget(backend::runs_on_host<D> ? threads_per_worker : backend::host_threads());
+  std::vector<float> staging(size), step_host, delta;
+  std::vector<float> mine(ahead ? size : 0, 0.f);  // this worker's share of `momenta`
+  // A worker that fails stops the others at their next step; run_parallel rethrows its error.
+  struct stop_all {
+    std::atomic<std::size_t>& next;
+    std::size_t total;
+    ~stop_all() {
+      if (std::uncaught_exceptions() > 0) next.store(total, std::memory_order_relaxed);
+    }
+  } guard{h.next, h.my_steps};
+  for (;;) {
+    const std::size_t k = h.next.fetch_add(1, std::memory_order_relaxed);
+    if (k >= h.my_steps) break;
+    const std::size_t step = h.rank + k * h.ranks;
+    const std::size_t epoch = step / h.per_epoch, first = (step % h.per_epoch) * o.batch;
+    const float lr = scheduled_lr(h.optimizer.lr, o, step, h.total_steps);
+    // Read the current (possibly stale, possibly mid-update) parameters.
+    const std::size_t seen = h.applied.load(std::memory_order_relaxed);
+    if (h.read) {
+      h.read(staging.data());
+    } else {
+      const auto n = static_cast<std::ptrdiff_t>(size);
+      LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
+      for (std::ptrdiff_t e = 0; e < n; ++e) {
+        const auto u = std::size_t(e);
+        float t = std::atomic_ref<float>(home[u]).load(std::memory_order_relaxed);
+        if (ahead) t -= lr * mom * std::atomic_ref<float>(momenta[u]).load(std::memory_order_relaxed);
+        staging[u] = t;
+      }
+    }
+    from_host(staging, local.parameters());
+    auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
+    const double loss = local.loss_and_grad(x, y);
+    if (!std::isfinite(loss) || !all_finite<D>(local.gradients())) {
+      if (o.on_non_finite == non_finite::throw_error)
+        throw non_finite_error("locus: fit: a step of the worker on " + id_of<D>.full_name() +
+                               ": the loss or the gradient is not finite; the step is not applied");
+      std::lock_guard lock(h.result_mutex);
+      if (o.on_non_finite == non_finite::stop) {
+        h.result.stopped = true;
+        h.next.store(h.my_steps, std::memory_order_relaxed);
+        break;
+      }
+      ++h.result.skipped;
+      h.report(h.result, h.result.curve.size() + 1, epoch, loss);
+      continue;
+    }
+    // The worker's own momentum, on its device; then lock-free updates of the home copy.
+    const float weight =
+        h.scale_by_staleness ? 1.f / float(1 + h.applied.load(std::memory_order_relaxed) - seen) : 1.f;
+    // The home copy takes -(d * rate) per element.
+    const float* d = nullptr;
+    float rate = lr;
+    if (h.generic) {
+      own_step(lr);
+      step_host = to_host(local.parameters());
+      for (std::size_t e = 0; e < size; ++e) step_host[e] = (step_host[e] - staging[e]) * weight;
+      d = step_host.data();
+      rate = -1.f;  // d is the change itself (a product by -1 is exact)
+    } else {
+      if (h.heavy) momentum_update(*h.optimizer.sgd_options, local.gradients(), velocity.view(), weight);
+      else local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size}));
+      rate = h.heavy ? lr : lr * weight;
+      const auto& direction = h.heavy ? velocity : grad;
+      d = direction.data();
+      if constexpr (!std::is_same_v<D, cpu>) {
+        step_host = tensor_view<const float, D, 1>(direction.data(), shape{size}).to_vector();
+        d = step_host.data();
+      }
+    }
+    const auto n = static_cast<std::ptrdiff_t>(size);
+    if (h.add) {
+      delta.resize(size);
+      for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * rate);
+      h.add(delta.data());
+    } else {
+      LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
+      for (std::ptrdiff_t e = 0; e < n; ++e) {
+        const auto u = std::size_t(e);
+        add_to(home[u], -(d[e] * rate), rmw);
+        if (ahead) {  // the momenta's sum follows this worker's new momentum
+          add_to(momenta[u], d[e] - mine[u], rmw);
+          mine[u] = d[e];
+        }
+      }
+    }
+    h.applied.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(h.result_mutex);
+    h.report(h.result, h.result.curve.size() + 1, epoch, loss);
+  }
+}
 
 /// The handle of a communicator's one-sided window (nothing for one without).
 template <class G>
@@ -197,110 +329,48 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
     window = s.comm().open_window(home.data(), size);
   }
 
+  detail::hogwild_run shared{c.data,
+                              o,
+                              c.result,
+                              c.report,
+                              s.optimizer(),
+                              c.total_steps,
+                              home,
+                              momenta,
+                              result_mutex,
+                              next,
+                              applied,
+                              orders,
+                              per_epoch,
+                              ranks,
+                              rank,
+                              my_steps,
+                              threads_per_worker,
+                              size,
+                              heavy,
+                              generic,
+                              ahead,
+                              rmw,
+                              scale_by_staleness,
+                              mom,
+                              {},
+                              {}};
+  if constexpr (spans) {
+    shared.read = [&](float* dst) { window->read(dst); };
+    shared.add = [&](const float* delta) { window->add(delta); };
+  }
   std::vector<std::function<void()>> work;
   detail::for_each_index(std::make_index_sequence<Set::device_count>{}, [&](auto i) {
     work.push_back([&, i] {
       auto& local = s.template replica<i>();
       using D = typename std::remove_cvref_t<decltype(local)>::device_type;
-      // The cores are shared out among the workers whose kernels run on them.
-      const backend::scoped_host_threads budget(backend::runs_on_host<D> ? threads_per_worker : backend::host_threads());
-      auto& grad = s.template buffer<i>();
-      auto& velocity = s.template state<i>();
-      std::vector<float> staging(size), step_host, delta;
-      std::vector<float> mine(ahead ? size : 0, 0.f);  // this worker's share of `momenta`
-      // A worker that fails stops the others at their next step; run_parallel rethrows its error.
-      struct stop_all {
-        std::atomic<std::size_t>& next;
-        std::size_t total;
-        ~stop_all() {
-          if (std::uncaught_exceptions() > 0) next.store(total, std::memory_order_relaxed);
-        }
-      } guard{next, my_steps};
       try {
-        for (;;) {
-          const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
-          if (k >= my_steps) break;
-          const std::size_t step = rank + k * ranks;
-          const std::size_t epoch = step / per_epoch, first = (step % per_epoch) * o.batch;
-          const float lr = c.lr(step);
-          // Read the current (possibly stale, possibly mid-update) parameters.
-          const std::size_t seen = applied.load(std::memory_order_relaxed);
-          if constexpr (spans) {
-            window->read(staging.data());
-          } else {
-            const auto n = static_cast<std::ptrdiff_t>(size);
-            LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
-            for (std::ptrdiff_t e = 0; e < n; ++e) {
-              const auto u = std::size_t(e);
-              float t = std::atomic_ref<float>(home[u]).load(std::memory_order_relaxed);
-              if (ahead) t -= lr * mom * std::atomic_ref<float>(momenta[u]).load(std::memory_order_relaxed);
-              staging[u] = t;
-            }
-          }
-          from_host(staging, local.parameters());
-          auto [x, y] = data::gather<D>(c.data, *orders.of(epoch), first, o.batch);
-          const double loss = local.loss_and_grad(x, y);
-          if (!std::isfinite(loss) || !Set::template all_finite<D>(local.gradients())) {
-            if (o.on_non_finite == non_finite::throw_error)
-              throw non_finite_error("locus: fit: a step of the worker on " + id_of<D>.full_name() +
-                                     ": the loss or the gradient is not finite; the step is not applied");
-            std::lock_guard lock(result_mutex);
-            if (o.on_non_finite == non_finite::stop) {
-              c.result.stopped = true;
-              next.store(my_steps, std::memory_order_relaxed);
-              break;
-            }
-            ++c.result.skipped;
-            c.report(c.result, c.result.curve.size() + 1, epoch, loss);
-            continue;
-          }
-          // The worker's own momentum, on its device; then lock-free updates of the home copy.
-          const float weight =
-              scale_by_staleness ? 1.f / float(1 + applied.load(std::memory_order_relaxed) - seen) : 1.f;
-          // The home copy takes -(d * rate) per element.
-          const float* d = nullptr;
-          float rate = lr;
-          if (generic) {
-            s.template step<i>(lr, local.gradients());
-            step_host = to_host(local.parameters());
-            for (std::size_t e = 0; e < size; ++e) step_host[e] = (step_host[e] - staging[e]) * weight;
-            d = step_host.data();
-            rate = -1.f;  // d is the change itself (a product by -1 is exact)
-          } else {
-            if (heavy) momentum_update(*opt.sgd_options, local.gradients(), velocity.view(), weight);
-            else local.pack_gradients(tensor_view<float, D, 1>(grad.data(), shape{size}));
-            rate = heavy ? lr : lr * weight;
-            const auto& direction = heavy ? velocity : grad;
-            d = direction.data();
-            if constexpr (!std::is_same_v<D, cpu>) {
-              step_host = tensor_view<const float, D, 1>(direction.data(), shape{size}).to_vector();
-              d = step_host.data();
-            }
-          }
-          const auto n = static_cast<std::ptrdiff_t>(size);
-          if constexpr (spans) {
-            delta.resize(size);
-            for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * rate);
-            window->add(delta.data());
-          } else {
-            LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
-            for (std::ptrdiff_t e = 0; e < n; ++e) {
-              const auto u = std::size_t(e);
-              detail::add_to(home[u], -(d[e] * rate), rmw);
-              if (ahead) {  // the momenta's sum follows this worker's new momentum
-                detail::add_to(momenta[u], d[e] - mine[u], rmw);
-                mine[u] = d[e];
-              }
-            }
-          }
-          applied.fetch_add(1, std::memory_order_relaxed);
-          std::lock_guard lock(result_mutex);
-          c.report(c.result, c.result.curve.size() + 1, epoch, loss);
-        }
+        const std::function<void(float)> own_step = [&](float lr) { s.template step<i>(lr, local.gradients()); };
+        detail::hogwild_worker<D>(shared, local, s.template buffer<i>(), s.template state<i>(), own_step);
       } catch (...) {
         // Across ranks nobody waits for this worker at a collective: end the job, with the message
         // (whatever the exception's type).
-        if constexpr (spans) s.comm().abort(id_of<D>.full_name() + ": " + dist::describe(std::current_exception()));
+        if constexpr (spans) s.comm().abort(dist::failure_on(id_of<D>, std::current_exception()));
         throw;
       }
     });

@@ -33,6 +33,50 @@
 
 namespace locus::train {
 
+namespace detail {
+/// One step's shard for one replica of local_sgd.
+struct local_shard {
+  const data::labelled_images& data;
+  const std::vector<std::uint32_t>& order;
+  std::size_t first;     ///< the batch's first position in `order`
+  std::size_t batch;     ///< the global batch
+  std::size_t replicas;  ///< over all ranks
+  std::size_t step;      ///< 0-based, for the message
+  non_finite on_non_finite;
+};
+
+/// Replica `index`'s gradient of its shard into `loss`; false when the loss or the gradient is not
+/// finite (non_finite_error under throw_error). A function of the device alone, shared by every
+/// device list and communicator kind.
+template <device D>
+bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss) {
+  const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
+  auto [x, y] = data::gather<D>(s.data, s.order, mine.first, mine.count);
+  loss = r.loss_and_grad(x, y);
+  if (std::isfinite(loss) && all_finite<D>(r.gradients())) return true;
+  if (s.on_non_finite == non_finite::throw_error)
+    throw non_finite_error("locus: fit: step " + std::to_string(s.step + 1) + " of the replica on " +
+                           id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");
+  return false;
+}
+
+/// The replica's parameters into its flat buffer, a failure flag after them (the loss slot 0).
+template <device D>
+void pack_parameters(const replica<D>& r, tensor<float, D, 1>& buffer, bool failed) {
+  const std::size_t n = r.size();
+  pack(r.parameters(), tensor_view<float, D, 1>(buffer.data(), shape{n}));
+  set_slots(buffer, n, {0.f, failed ? 1.f : 0.f});
+}
+
+/// The replica's parameters := its flat buffer (the sum over all replicas) times `mean`.
+template <device D>
+void unpack_mean(tensor<float, D, 1>& buffer, replica<D>& r, float mean) {
+  const tensor_view<float, D, 1> sum(buffer.data(), shape{r.size()});
+  sum = sum * mean;
+  unpack(sum, r.parameters());
+}
+}  // namespace detail
+
 template <class Comm = dist::automatic>
 struct basic_local_sgd {
   using communicator = Comm;
@@ -79,26 +123,18 @@ struct basic_local_sgd {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
+        const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite};
         s.run([&](auto i) {
           auto& r = s.template replica<i>();
-          using D = typename std::remove_cvref_t<decltype(r)>::device_type;
           skipped[i] = false;
           try {
-            const auto mine = data::shard_of(b * o.batch, o.batch, s.first_replica() + i, s.replica_count());
-            auto [x, y] = data::gather<D>(c.data, order, mine.first, mine.count);
-            losses[i] = r.loss_and_grad(x, y);
-            if (!std::isfinite(losses[i]) || !Set::template all_finite<D>(r.gradients())) {
-              if (o.on_non_finite == non_finite::throw_error)
-                throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + " of the replica on " +
-                                       id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");
-              skipped[i] = true;
-              return;
-            }
-            s.template step<i>(lr, r.gradients());
+            skipped[i] = !detail::local_gradient(r, shard, s.first_replica() + i, losses[i]);
+            if (!skipped[i]) s.template step<i>(lr, r.gradients());
           } catch (...) {
             if constexpr (!spans) throw;
             // Reaches every rank at the average, whatever the exception's type.
-            failures[i] = id_of<D>.full_name() + ": " + dist::describe(std::current_exception());
+            using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+            failures[i] = dist::failure_on(id_of<D>, std::current_exception());
           }
         });
         double loss = 0;
@@ -137,21 +173,10 @@ private:
     std::string failure;
     for (const auto& f : failures)
       if (failure.empty()) failure = f;
-    s.each([&](auto i) {
-      auto& buffer = s.template buffer<i>();
-      using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
-      pack(s.template replica<i>().parameters(), tensor_view<float, D, 1>(buffer.data(), shape{n}));
-      Set::set_slots(buffer, n, {0.f, failures[i].empty() ? 0.f : 1.f});
-    });
+    s.each([&](auto i) { detail::pack_parameters(s.template replica<i>(), s.template buffer<i>(), !failures[i].empty()); });
     s.comm().all_reduce_sum(s.buffers(n + Set::extra));
     if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
-    s.each([&](auto i) {
-      auto& buffer = s.template buffer<i>();
-      using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
-      const tensor_view<float, D, 1> sum(buffer.data(), shape{n});
-      sum = sum * mean;
-      unpack(sum, s.template replica<i>().parameters());
-    });
+    s.each([&](auto i) { detail::unpack_mean(s.template buffer<i>(), s.template replica<i>(), mean); });
     if (average_momentum && s.state_size() != 0) {
       s.comm().all_reduce_sum(s.states());
       s.each([&](auto i) {

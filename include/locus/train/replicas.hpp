@@ -78,6 +78,41 @@ erased_optimizer<Ds...> erase_optimizer(const O& opt) {
   e.steppers = std::tuple<step_function<Ds>...>{step_function_of<Ds>(opt)...};
   return e;
 }
+
+// Pieces of replica_set that depend on one device alone, kept out of line: every device list and
+// communicator kind calls the same copy instead of inlining its own.
+
+/// A replica of `model` on D.
+template <class M, device D>
+LOCUS_NOINLINE std::unique_ptr<replica<D>> make_replica(const std::shared_ptr<const M>& model) {
+  return std::make_unique<replica_of<M, D>>(model);
+}
+/// n zeros on D.
+template <device D>
+LOCUS_NOINLINE tensor<float, D, 1> zeros(std::size_t n) {
+  return tensor<float, D, 1>(shape{n}, 0.f);
+}
+/// The replica's parameters := the flat host values p.
+template <device D>
+LOCUS_NOINLINE void set_replica_parameters(const std::vector<float>& p, replica<D>& r) {
+  from_host(p, r.parameters());
+}
+
+/// True when every element of the views is finite (replica_set::all_finite, a function of the
+/// device alone).
+template <device D, class Views>
+[[nodiscard]] bool all_finite(const Views& views) {
+  for (const auto& v : views)
+    if (v.size() != 0 && !std::isfinite(double(on<D>(max(abs(v))).item()))) return false;
+  return true;
+}
+
+/// Writes the host floats `values` into t from element k on (a function of the device alone).
+template <device D>
+void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<float> values) {
+  locus::transfer(tensor_view<float, D, 1>(t.data() + k, shape{values.size()}),
+                  tensor_view<const float, cpu, 1>(values.begin(), shape{values.size()}));
+}
 }  // namespace detail
 
 template <class Kind, class... Ds>
@@ -173,7 +208,7 @@ public:
   [[nodiscard]] std::vector<float> parameters() const { return to_host(replica<0>().parameters()); }
   /// Every replica takes the flat parameters p.
   void set_parameters(const std::vector<float>& p) {
-    each([&](auto i) { from_host(p, replica<i>().parameters()); });
+    each([&](auto i) { detail::set_replica_parameters(p, replica<i>()); });
   }
   /// Every replica's optimiser state, on the host.
   [[nodiscard]] std::vector<std::vector<float>> states_host() const {
@@ -213,9 +248,7 @@ public:
   /// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
   template <device D, class Views>
   [[nodiscard]] static bool all_finite(const Views& views) {
-    for (const auto& v : views)
-      if (v.size() != 0 && !std::isfinite(double(on<D>(max(abs(v))).item()))) return false;
-    return true;
+    return detail::all_finite<D>(views);
   }
   /// One element of a device buffer, on the host.
   template <device D>
@@ -227,8 +260,7 @@ public:
   /// Writes the host floats `values` into t from element k on.
   template <device D>
   static void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<float> values) {
-    locus::transfer(tensor_view<float, D, 1>(t.data() + k, shape{values.size()}),
-                    tensor_view<const float, cpu, 1>(values.begin(), shape{values.size()}));
+    detail::set_slots(t, k, values);
   }
 
 private:
@@ -238,11 +270,11 @@ private:
   replica_set(const M& model, detail::erased_optimizer<Ds...>&& opt)
       : info_(std::move(opt.info)), steppers_(std::move(opt.steppers)) {
     auto shared = std::make_shared<const M>(model);
-    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{std::make_unique<replica_of<M, Ds>>(shared)...};
+    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{detail::make_replica<M, Ds>(shared)...};
     size_ = replica<0>().size();
     each([&](auto i) { replica<i>().set_index(first_replica() + i); });
-    buffers_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{size_ + extra}, 0.f)...};
-    state_ = std::tuple<tensor<float, Ds, 1>...>{tensor<float, Ds, 1>(shape{state_size()}, 0.f)...};
+    buffers_ = std::tuple<tensor<float, Ds, 1>...>{detail::zeros<Ds>(size_ + extra)...};
+    state_ = std::tuple<tensor<float, Ds, 1>...>{detail::zeros<Ds>(state_size())...};
     // Across ranks every replica starts from rank 0's parameters: the models must be the same
     // size everywhere (one rank's larger model would fail MPI_Bcast on that rank alone, the others
     // waiting), so the sizes are compared first and every rank refuses a mismatch.

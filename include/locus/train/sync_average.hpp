@@ -32,6 +32,45 @@
 
 namespace locus::train {
 
+namespace detail {
+/// One step's shard for one replica of sync_average.
+struct sync_shard {
+  const data::labelled_images& data;
+  const std::vector<std::uint32_t>& order;
+  std::size_t first;       ///< the batch's first position in `order`
+  std::size_t batch;       ///< the global batch
+  std::size_t replicas;    ///< over all ranks
+  std::size_t micro;       ///< examples per micro-batch
+  std::size_t accumulate;  ///< micro-batches per replica
+  std::size_t n;           ///< parameters
+  bool packed;             ///< the gradient goes into the flat buffer (else it stays in the model's tensors)
+};
+
+/// Replica `index`'s share of a sync_average step: the gradient of its shard of the batch, summed
+/// over the micro-batches on the replica and packed into its flat buffer `g` with the loss in slot
+/// n. Returns the loss summed over the micro-batches. A function of the device alone: every device
+/// list and communicator kind shares one copy (the policy's run is instantiated per list).
+template <device D>
+double sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
+  double loss = 0;
+  const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
+  for (std::size_t k = 0; k < s.accumulate; ++k) {
+    auto [x, y] = data::gather<D>(s.data, s.order, mine.first + k * s.micro, s.micro);
+    loss += r.loss_and_grad(x, y);
+    if (!s.packed) continue;
+    if (k == 0) {
+      r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{s.n}));
+    } else {
+      const auto sums = segments<float, D>(g.data(), r.parameters());
+      for (std::size_t t = 0; t < sums.size(); ++t) sums[t] = sums[t] + r.gradients()[t];
+    }
+  }
+  if (s.packed) set_slots(g, s.n, {float(loss), 0.f});
+  return loss;
+}
+
+}  // namespace detail
+
 template <class Comm = dist::automatic>
 struct basic_sync_average {
   using communicator = Comm;
@@ -91,37 +130,23 @@ struct basic_sync_average {
         // Across ranks, a failure of this rank since the last exchange (its checkpoint, on_step)
         // rides in this one instead of a gradient.
         const bool failed = spans && !c.failure.empty();
+        const detail::sync_shard shard{c.data, order, first, o.batch, replicas, micro, accumulate, n, packed};
         s.run([&](auto i) {
-          using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
-          auto& r = s.template replica<i>();
           auto& g = s.template buffer<i>();
           try {
             if (failed) {
               if (i == 0) failures[i] = c.failure;
-              Set::set_slots(g, n, {0.f, 1.f});
+              detail::set_slots(g, n, {0.f, 1.f});
               return;
             }
-            double loss = 0;
-            const auto mine = data::shard_of(first, o.batch, s.first_replica() + i, replicas);
-            for (std::size_t k = 0; k < accumulate; ++k) {
-              auto [x, y] = data::gather<D>(c.data, order, mine.first + k * micro, micro);
-              loss += r.loss_and_grad(x, y);
-              if (!packed) continue;
-              if (k == 0) {
-                r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{n}));
-              } else {
-                const auto sums = segments<float, D>(g.data(), r.parameters());
-                for (std::size_t t = 0; t < sums.size(); ++t) sums[t] = sums[t] + r.gradients()[t];
-              }
-            }
-            losses[i] = loss;
-            if (packed) Set::set_slots(g, n, {float(loss), 0.f});
+            losses[i] = detail::sync_gradient(s.template replica<i>(), g, shard, s.first_replica() + i);
           } catch (...) {
             if constexpr (!spans) throw;
             // Across ranks the failure travels in the buffer: every rank learns of it (whatever
             // the exception's type).
-            failures[i] = id_of<D>.full_name() + ": " + dist::describe(std::current_exception());
-            Set::set_slots(g, n, {0.f, 1.f});
+            using D = typename std::remove_cvref_t<decltype(g)>::device_type;
+            failures[i] = dist::failure_on(id_of<D>, std::current_exception());
+            detail::set_slots(g, n, {0.f, 1.f});
           }
         });
         double loss = losses[0] / double(accumulate);
@@ -139,9 +164,9 @@ struct basic_sync_average {
         using H = typename Set::home_device;
         const bool finite =
             std::isfinite(loss) &&
-            (packed ? Set::template all_finite<H>(std::vector{tensor_view<const float, H, 1>(
+            (packed ? detail::all_finite<H>(std::vector{tensor_view<const float, H, 1>(
                           s.template buffer<0>().data(), shape{n})})
-                    : Set::template all_finite<H>(home.gradients()));
+                    : detail::all_finite<H>(home.gradients()));
         if (!finite) {
           if (o.on_non_finite == non_finite::throw_error)
             throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
