@@ -100,7 +100,7 @@ template <device D, class T>
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "locus: matmul supports float and double");
-  constexpr device_id d = id_of<D>;
+  const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   if (m == 0 || n == 0) return;

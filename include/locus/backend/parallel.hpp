@@ -92,6 +92,10 @@ template <int N>
 struct thrust_system<gpu<N>> {
   using type = thrust::system::cuda::tag;
 };
+template <>
+struct thrust_system<any_gpu> {
+  using type = thrust::system::cuda::tag;
+};
 #endif
 template <device D>
 using thrust_system_t = typename thrust_system<D>::type;
@@ -161,7 +165,7 @@ inline bool prefer_index_kernels = false;
 /// out[i] = kernel(i), i in [0, n), on device D.
 template <device D, class K, class T>
 void transform(std::size_t n, const K& kernel, T* out) {
-  constexpr device_id d = id_of<D>;
+  const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   if (n == 0) return;
@@ -196,7 +200,7 @@ void transform_inputs([[maybe_unused]] std::size_t n, [[maybe_unused]] const std
                       [[maybe_unused]] const F& f, [[maybe_unused]] T* out) {
   static_assert(!runs_on_host<D>, "locus: transform_inputs is the GPU launcher; the host runs kernels by index");
 #if LOCUS_HAS_CUDA
-  constexpr device_id d = id_of<D>;
+  const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   if (n == 0) return;
@@ -214,7 +218,7 @@ void transform_inputs([[maybe_unused]] std::size_t n, [[maybe_unused]] const std
 template <device D, class K, class T>
 void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out) {
   if constexpr (runs_on_host<D>) {
-    constexpr device_id d = id_of<D>;
+    const device_id d = id_of<D>;
     auto& reg = registry::instance();
     reg.require(d);
     if (rows == 0 || cols == 0) return;
@@ -233,7 +237,7 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
 /// holds). f must be trivially copyable and, for GPUs, callable on the device.
 template <device D, class F>
 void for_each_index(std::size_t n, const F& f) {
-  constexpr device_id d = id_of<D>;
+  const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   if (n == 0) return;

@@ -163,7 +163,7 @@ auto host_reduce(const K& k, const R& r, std::size_t n) {
 /// out[0] = finish(reduction of k(0..n-1)), one pass on device D.
 template <device D, class K, class R, class T>
 void reduce(std::size_t n, const K& kernel, const R& reducer, T* out) {
-  constexpr device_id d = id_of<D>;
+  const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);

@@ -32,6 +32,17 @@ struct gpu {
   static constexpr int index = N;
 };
 
+/// A GPU whose index is known at run time only: the calling thread's current GPU (device_scope,
+/// backend/registry.hpp). The device type of the code below the typed surface: a replica's model,
+/// gradient and optimiser code is compiled once for the cpu and once for any_gpu, then runs for
+/// gpu<0>, gpu<1>, ... alike (the typed surface, data_parallel<P, gpu<0>, gpu<1>> and on<gpu<1>>,
+/// keeps every compile-time rule). id_of<any_gpu> is the current GPU; code that names any_gpu
+/// outside a device_scope throws device_error.
+struct any_gpu {
+  static constexpr device_kind kind = device_kind::gpu;
+  static constexpr bool dynamic = true;
+};
+
 namespace detail {
 template <class T>
 struct is_device_tag : std::false_type {};
@@ -39,6 +50,8 @@ template <>
 struct is_device_tag<cpu> : std::true_type {};
 template <int N>
 struct is_device_tag<gpu<N>> : std::true_type {};
+template <>
+struct is_device_tag<any_gpu> : std::true_type {};
 }  // namespace detail
 
 /// A locus device tag: locus::cpu or locus::gpu<N>. Every placement API is constrained on it.
@@ -87,7 +100,35 @@ LOCUS_RUNTIME_INLINE std::string device_id::type_name() const {
 }
 #endif
 
+/// True for any_gpu: a device whose index is a run-time value.
+template <class D>
+inline constexpr bool is_dynamic_v = requires { D::dynamic; };
+
+/// The device type D's code is compiled for below the typed surface: the cpu stays the cpu, every
+/// gpu<N> is any_gpu.
+template <class D>
+using core_device_t = std::conditional_t<D::kind == device_kind::gpu, any_gpu, D>;
+
+namespace detail {
+/// The calling thread's current GPU (set by device_scope): id_of<any_gpu>. Throws device_error
+/// outside a scope. Part of the run-time (backend/registry.hpp defines it).
+LOCUS_RUNTIME_INLINE device_id current_gpu();
+/// id_of<any_gpu>: reads the current GPU wherever a device_id is wanted.
+struct current_gpu_id {
+  // NOLINTNEXTLINE(google-explicit-constructor): used wherever id_of<D> is
+  operator device_id() const { return current_gpu(); }
+  [[nodiscard]] std::string name() const { return current_gpu().name(); }
+  [[nodiscard]] std::string device_name() const { return current_gpu().device_name(); }
+  [[nodiscard]] std::string full_name() const { return current_gpu().full_name(); }
+  [[nodiscard]] std::string type_name() const { return current_gpu().type_name(); }
+  [[nodiscard]] bool is_gpu() const { return true; }
+};
+}  // namespace detail
+
 template <device D>
 inline constexpr device_id id_of{D::kind, D::index};
+/// any_gpu's id is the calling thread's current GPU.
+template <>
+inline constexpr detail::current_gpu_id id_of<any_gpu>{};
 
 }  // namespace locus

@@ -66,6 +66,8 @@ struct is_tensor_view : std::false_type {};
 template <class T, class D, int R>
 struct is_tensor_view<tensor_view<T, D, R>> : std::true_type {};
 
+struct tensor_access;
+
 /// The errors of a tensor's construction, compiled once (the run-time part), not per tensor type.
 [[noreturn]] LOCUS_RUNTIME_INLINE void throw_extents_overflow(device_id d, const std::string& extents, bool in_bytes);
 [[noreturn]] LOCUS_RUNTIME_INLINE void throw_host_range_mismatch(const std::string& shape, std::size_t needed,
@@ -92,33 +94,59 @@ std::size_t checked_elements(const shape<R>& s, std::size_t element_size, device
   return n;
 }
 
+/// A tensor's storage: elements from the arena of the device it was allocated on (kept: a tensor
+/// of the run-time GPU type any_gpu frees into its own GPU's arena, wherever it is destroyed). A
+/// borrowed buffer views another's storage for the length of a call and frees nothing.
 template <class T, device D>
 class device_buffer {
 public:
   device_buffer() noexcept = default;
-  explicit device_buffer(std::size_t n)
-      : p_(static_cast<T*>(backend::allocate(id_of<D>, n * sizeof(T)))), n_(n) {}
-  device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  explicit device_buffer(std::size_t n) : device_(id_of<D>) {
+    p_ = static_cast<T*>(backend::allocate(device_, n * sizeof(T)));
+    n_ = n;
+  }
+  /// n elements at p on device d, not owned.
+  static device_buffer borrowed(T* p, std::size_t n, device_id d) noexcept {
+    device_buffer b;
+    b.p_ = p;
+    b.n_ = n;
+    b.device_ = d;
+    b.owns_ = false;
+    return b;
+  }
+  /// Takes o's storage (a buffer of another device type for the same device: detail::adopt).
+  template <locus::device D2>
+  explicit device_buffer(device_buffer<T, D2>&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)), device_(o.device_), owns_(o.owns_) {}
+  device_buffer(device_buffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)), device_(o.device_), owns_(o.owns_) {}
   device_buffer& operator=(device_buffer&& o) noexcept {
     if (this != &o) {
       release();
       p_ = std::exchange(o.p_, nullptr);
       n_ = std::exchange(o.n_, 0);
+      device_ = o.device_;
+      owns_ = o.owns_;
     }
     return *this;
   }
   ~device_buffer() { release(); }
   [[nodiscard]] T* data() const noexcept { return p_; }
   [[nodiscard]] std::size_t size() const noexcept { return n_; }
+  [[nodiscard]] device_id device() const noexcept { return device_; }
 
 private:
+  template <class T2, locus::device D2>
+  friend class device_buffer;
   void release() noexcept {
-    if (p_ != nullptr) backend::deallocate(id_of<D>, p_);
+    if (p_ != nullptr && owns_) backend::deallocate(device_, p_);
     p_ = nullptr;
     n_ = 0;
   }
   T* p_ = nullptr;
   std::size_t n_ = 0;
+  device_id device_{};
+  bool owns_ = true;
 };
 
 /// The row-major offset of an index; unchecked, like std::mdspan's operator[].
@@ -500,6 +528,7 @@ public:
 private:
   template <class T2, device D2, int R2>
   friend class tensor;
+  friend struct detail::tensor_access;
   struct uninitialized_t {};
   static constexpr uninitialized_t uninitialized{};
 
@@ -512,6 +541,9 @@ private:
     backend::copy(id_of<D>, buf_.data(), id_of<cpu>, host.data(), n * sizeof(T));
   }
 
+  tensor(detail::device_buffer<T, D>&& b, locus::shape<Rank> s, std::string name) noexcept
+      : buf_(std::move(b)), shape_(s), name_(std::move(name)) {}
+
   const char* name_ptr() const noexcept { return name_.empty() ? nullptr : name_.c_str(); }
 
   detail::device_buffer<T, D> buf_;
@@ -522,5 +554,62 @@ public:
   /// Internal: an uninitialised tensor for results about to be overwritten by a kernel.
   [[nodiscard]] static tensor uninitialized_of(locus::shape<Rank> s) { return tensor(s, uninitialized); }
 };
+
+namespace detail {
+/// The device a tensor or view of device type From is on, compared with To's (the same device,
+/// under two device types: a gpu<N> and any_gpu, inside a device_scope of gpu<N>). Throws
+/// device_error naming both otherwise.
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_mismatch(device_id from, device_id to);
+#if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_mismatch(device_id from, device_id to) {
+  throw device_error("locus: internal: memory of " + from.full_name() + " taken as " + to.full_name() +
+                     " (the run-time GPU type is the current device_scope's GPU)");
+}
+#endif
+template <device To, device From>
+void check_same_device(device_id from) {
+  static_assert(To::kind == From::kind, "locus: internal: a device type retagged to another kind of device");
+  if constexpr (!std::is_same_v<To, From>) {
+    const device_id to = id_of<To>;
+    if (to != from) throw_retag_mismatch(from, to);
+  }
+}
+
+/// Moves storage between the typed surface and the code below it (gpu<N> <-> any_gpu).
+struct tensor_access {
+  template <device To, class T, device From, int R>
+  static tensor<T, To, R> borrow(const tensor<T, From, R>& t) {
+    if (t.data() == nullptr) return tensor<T, To, R>(device_buffer<T, To>{}, t.shape(), t.name());
+    check_same_device<To, From>(t.buf_.device());
+    return tensor<T, To, R>(device_buffer<T, To>::borrowed(const_cast<T*>(t.data()), t.buf_.size(), t.buf_.device()),
+                            t.shape(), t.name());
+  }
+  template <device To, class T, device From, int R>
+  static tensor<T, To, R> adopt(tensor<T, From, R>&& t) {
+    if (t.data() != nullptr) check_same_device<To, From>(t.buf_.device());
+    const auto s = std::exchange(t.shape_, locus::shape<R>{});
+    return tensor<T, To, R>(device_buffer<T, To>(std::move(t.buf_)), s, std::move(t.name_));
+  }
+};
+
+/// t's elements as a tensor of device type To for the length of a call (not owned: t must outlive
+/// it): a gpu<N> tensor handed to code compiled for any_gpu, inside a device_scope of gpu<N>.
+template <device To, class T, device From, int R>
+[[nodiscard]] tensor<T, To, R> borrow(const tensor<T, From, R>& t) {
+  return tensor_access::borrow<To>(t);
+}
+/// t's storage, moved into a tensor of device type To (the same device).
+template <device To, class T, device From, int R>
+[[nodiscard]] tensor<T, To, R> adopt(tensor<T, From, R>&& t) {
+  return tensor_access::adopt<To>(std::move(t));
+}
+/// v's elements as a view of device type To (the same device).
+template <device To, class T, device From, int R>
+[[nodiscard]] tensor_view<T, To, R> retag(const tensor_view<T, From, R>& v) {
+  if constexpr (!std::is_same_v<To, From>)
+    if (v.data() != nullptr) check_same_device<To, From>(id_of<From>);
+  return tensor_view<T, To, R>(v.data(), v.shape(), v.name());
+}
+}  // namespace detail
 
 }  // namespace locus

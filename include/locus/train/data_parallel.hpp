@@ -240,15 +240,15 @@ public:
     // may leave later instantiations alone once an error is reported); what params<D>::for_each
     // hands its callable, which the concept cannot see, is checked there too (f(W1) instead of
     // f(W1.view()) is one line).
-    [[maybe_unused]] constexpr bool meets_each_requirement = (detail::check_model<M, Ds>() && ...);
-    static_assert((model_on<M, Ds> && ...),
+    [[maybe_unused]] constexpr bool meets_each_requirement = (detail::check_model<M, core_device_t<Ds>>() && ...);
+    static_assert((model_on<M, core_device_t<Ds>> && ...),
                   "locus: data_parallel: the model does not meet the model interface on every device of the list "
                   "(see locus::train::model_on<M, D> in locus/train/model.hpp)");
     static_assert(optimizer<Opt>,
                   "locus: data_parallel: the optimiser does not meet locus::train::optimizer: it needs a static "
                   "`name`, `lr`, validate(), state_buffers() and kernel(step_args, tensor_state) (see "
                   "locus/train/optimizer.hpp; built in: sgd, adam, adamw)");
-    if constexpr ((model_on<M, Ds> && ...) && optimizer<Opt>) {
+    if constexpr ((model_on<M, core_device_t<Ds>> && ...) && optimizer<Opt>) {
       if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
       set_.emplace(model, opt);
     }

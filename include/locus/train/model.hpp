@@ -15,6 +15,7 @@
 // where x is a tensor<float, D, 2> (a batch, one example per row) and y a tensor<std::int32_t, D>
 // (their labels). The policies see the parameters as one flat vector, the concatenation of the
 // tensors in for_each order: that is what is averaged, updated, copied between devices and saved.
+#include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
@@ -242,65 +243,122 @@ protected:
   std::size_t index_ = 0;
 };
 
+namespace detail {
+/// A parameter tensor as the policies see it below the typed surface: its elements, flat.
+struct flat_tensor {
+  float* data;
+  std::size_t size;
+  std::vector<std::uint64_t> extents;
+};
+
+// A model's code for C = core_device_t<D> (the cpu, or any_gpu for every gpu<N>), out of line:
+// one copy per model and kind of device, whatever the devices of the trainers.
+
+/// The model's initial parameters on C and their tensors, flat.
+template <class M, device C>
+LOCUS_NOINLINE void model_init(const M& m, std::optional<typename M::template params<C>>& p,
+                               std::vector<flat_tensor>& tensors) {
+  p.emplace(m.template init<C>());
+  p->for_each([&]<class V>(const V& v) {
+    if constexpr (!is_parameter_view<V, C, false>) {
+      explain_parameter_view<V, C, false>();  // the one message, not errors deep in here
+    } else {
+      std::vector<std::uint64_t> extents;
+      for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
+      tensors.push_back({v.data(), v.size(), std::move(extents)});
+    }
+  });
+}
+
+/// The loss of (x, y) and its gradient (kept in `grad`; its tensors, flat, in `flat`).
+template <class M, device C>
+LOCUS_NOINLINE double model_gradient(const M& m, const typename M::template params<C>& p,
+                                     const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y,
+                                     std::uint64_t stream, std::optional<typename M::template params<C>>& grad,
+                                     std::vector<flat_tensor>& flat) {
+  auto s = [&] {
+    if constexpr (requires { m.loss_and_grad(p, x, y, stream); }) return m.loss_and_grad(p, x, y, stream);
+    else return m.loss_and_grad(p, x, y);
+  }();
+  const double loss = double(s.loss.item());
+  grad.emplace(std::move(s.grad));
+  std::as_const(*grad).for_each([&]<class G>(const G& g) {
+    if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
+    else flat.push_back({const_cast<float*>(g.data()), g.size(), {}});
+  });
+  return loss;
+}
+
+/// The class of each row of x.
+template <class M, device C>
+LOCUS_NOINLINE tensor<std::int64_t, C> model_predict(const M& m, const typename M::template params<C>& p,
+                                                     const tensor<float, C, 2>& x) {
+  return m.predict(p, x);
+}
+
+/// The checks of a gradient's tensors against the parameters' sizes.
+LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,
+                                               const std::vector<std::size_t>& sizes);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,
+                                               const std::vector<std::size_t>& sizes) {
+  for (std::size_t index = 0; index < grad.size(); ++index)
+    if (index >= sizes.size() || grad[index].size != sizes[index])
+      throw shape_error("locus: the model's gradient tensor " + std::to_string(index) + " has " +
+                        std::to_string(grad[index].size) + " elements; its parameter has " +
+                        (index < sizes.size() ? std::to_string(sizes[index]) : std::string("none")));
+  if (grad.size() != sizes.size())
+    throw shape_error("locus: the model's gradient has " + std::to_string(grad.size()) + " tensors for " +
+                      std::to_string(sizes.size()) + " parameters");
+}
+#endif
+}  // namespace detail
+
+/// The replica of model M on device D. Below the typed surface the model's code runs for
+/// C = core_device_t<D> (the cpu, or any_gpu for every gpu<N>) inside a device_scope of D: its
+/// parameters, gradients and kernels are compiled once per kind of device, not once per GPU; the
+/// views this replica hands to the policies are typed on D.
 template <class M, device D>
-  requires model_on<M, D>
+  requires model_on<M, core_device_t<D>>
 class replica_of final : public replica<D> {
+  using C = core_device_t<D>;
+
 public:
-  explicit replica_of(std::shared_ptr<const M> model) : model_(std::move(model)), p_(model_->template init<D>()) {
-    p_.for_each([&]<class V>(const V& v) {
-      if constexpr (!detail::is_parameter_view<V, D, false>) {
-        detail::explain_parameter_view<V, D, false>();  // the one message, not errors deep in here
-      } else {
-        this->views_.emplace_back(v.data(), shape{v.size()});
-        std::vector<std::uint64_t> extents;
-        for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
-        this->shapes_.push_back(std::move(extents));
-        this->size_ += v.size();
-      }
-    });
+  explicit replica_of(std::shared_ptr<const M> model) : model_(std::move(model)) {
+    const device_scope scope(id_of<D>);
+    std::vector<detail::flat_tensor> tensors;
+    detail::model_init<M, C>(*model_, p_, tensors);
+    for (auto& t : tensors) {
+      this->views_.emplace_back(t.data, shape{t.size});
+      this->shapes_.push_back(std::move(t.extents));
+      this->size_ += t.size;
+      sizes_.push_back(t.size);
+    }
   }
 
   double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) override {
     this->grads_.clear();
-    auto s = [&] {
-      if constexpr (requires { model_->loss_and_grad(std::as_const(p_), x, y, std::uint64_t{}); }) {
-        return model_->loss_and_grad(std::as_const(p_), x, y, this->next_stream());
-      } else {
-        (void)this->next_stream();
-        return model_->loss_and_grad(std::as_const(p_), x, y);
-      }
-    }();
-    const double loss = double(s.loss.item());
-    grad_.emplace(std::move(s.grad));
+    const device_scope scope(id_of<D>);
+    std::vector<detail::flat_tensor> flat;
+    const double loss = detail::model_gradient<M, C>(*model_, *p_, locus::detail::borrow<C>(x),
+                                                     locus::detail::borrow<C>(y), this->next_stream(), grad_, flat);
+    detail::check_gradient_sizes(flat, sizes_);
     std::vector<tensor_view<const float, D, 1>> views;
-    std::as_const(*grad_).for_each([&]<class G>(const G& g) {
-      if constexpr (!detail::is_parameter_view<G, D, true>) {
-        detail::explain_parameter_view<G, D, true>();  // the one message, not errors deep in here
-      } else {
-        const std::size_t index = views.size();
-        if (index >= this->views_.size() || g.size() != this->views_[index].size())
-          throw shape_error("locus: the model's gradient tensor " + std::to_string(index) + " has " +
-                            std::to_string(g.size()) + " elements; its parameter has " +
-                            (index < this->views_.size() ? std::to_string(this->views_[index].size())
-                                                         : std::string("none")));
-        views.emplace_back(g.data(), shape{g.size()});
-      }
-    });
-    if (views.size() != this->views_.size())
-      throw shape_error("locus: the model's gradient has " + std::to_string(views.size()) + " tensors for " +
-                        std::to_string(this->views_.size()) + " parameters");
+    for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});
     this->grads_ = std::move(views);
     return loss;
   }
 
   [[nodiscard]] tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const override {
-    return model_->predict(p_, x);
+    const device_scope scope(id_of<D>);
+    return locus::detail::adopt<D>(detail::model_predict<M, C>(*model_, *p_, locus::detail::borrow<C>(x)));
   }
 
 private:
   std::shared_ptr<const M> model_;
-  typename M::template params<D> p_;
-  std::optional<typename M::template params<D>> grad_;
+  std::optional<typename M::template params<C>> p_;
+  std::optional<typename M::template params<C>> grad_;
+  std::vector<std::size_t> sizes_;
 };
 
 }  // namespace locus::train

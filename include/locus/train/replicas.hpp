@@ -49,11 +49,25 @@ template <device D>
 using step_function = std::function<void(float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>&,
                                          const std::vector<tensor_view<const float, D, 1>>&,
                                          const tensor_view<float, D, 1>&, float scale)>;
+/// The views as views of device type C (the same device: below the typed surface).
+template <device C, class T, device D>
+std::vector<tensor_view<T, C, 1>> retag_all(const std::vector<tensor_view<T, D, 1>>& v) {
+  std::vector<tensor_view<T, C, 1>> out;
+  out.reserve(v.size());
+  for (const auto& x : v) out.push_back(locus::detail::retag<C>(x));
+  return out;
+}
+/// The optimiser's step on D: its kernels compiled for core_device_t<D> (one copy per optimiser and
+/// kind of device), run inside a device_scope of D.
 template <device D, optimizer O>
 step_function<D> step_function_of(const O& opt) {
   return [opt](float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& p,
                const std::vector<tensor_view<const float, D, 1>>& g, const tensor_view<float, D, 1>& s,
-               float scale) { apply_step(opt, lr, step, p, g, s, scale); };
+               float scale) {
+    using C = core_device_t<D>;
+    const device_scope scope(id_of<D>);
+    apply_step<O, C>(opt, lr, step, retag_all<C>(p), retag_all<C>(g), locus::detail::retag<C>(s), scale);
+  };
 }
 
 /// An optimiser, validated, as replica_set keeps it: what policies may know of it and its step on
