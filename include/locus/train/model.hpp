@@ -251,50 +251,60 @@ struct flat_tensor {
   std::vector<std::uint64_t> extents;
 };
 
-// A model's code for C = core_device_t<D> (the cpu, or any_gpu for every gpu<N>), out of line:
-// one copy per model and kind of device, whatever the devices of the trainers.
-
-/// The model's initial parameters on C and their tensors, flat.
+/// A model's parameters and last gradient on C = core_device_t<D> (the cpu, or any_gpu for every
+/// gpu<N>) and its code: one copy per model and kind of device, whatever the devices of the
+/// trainers, every member out of line (replica_of<M, D> only opens D's device_scope and calls).
 template <class M, device C>
-LOCUS_NOINLINE void model_init(const M& m, std::optional<typename M::template params<C>>& p,
-                               std::vector<flat_tensor>& tensors) {
-  p.emplace(m.template init<C>());
-  p->for_each([&]<class V>(const V& v) {
-    if constexpr (!is_parameter_view<V, C, false>) {
-      explain_parameter_view<V, C, false>();  // the one message, not errors deep in here
-    } else {
-      std::vector<std::uint64_t> extents;
-      for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
-      tensors.push_back({v.data(), v.size(), std::move(extents)});
-    }
-  });
-}
+class model_core {
+public:
+  using params_type = typename M::template params<C>;
 
-/// The loss of (x, y) and its gradient (kept in `grad`; its tensors, flat, in `flat`).
-template <class M, device C>
-LOCUS_NOINLINE double model_gradient(const M& m, const typename M::template params<C>& p,
-                                     const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y,
-                                     std::uint64_t stream, std::optional<typename M::template params<C>>& grad,
-                                     std::vector<flat_tensor>& flat) {
-  auto s = [&] {
-    if constexpr (requires { m.loss_and_grad(p, x, y, stream); }) return m.loss_and_grad(p, x, y, stream);
-    else return m.loss_and_grad(p, x, y);
-  }();
-  const double loss = double(s.loss.item());
-  grad.emplace(std::move(s.grad));
-  std::as_const(*grad).for_each([&]<class G>(const G& g) {
-    if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
-    else flat.push_back({const_cast<float*>(g.data()), g.size(), {}});
-  });
-  return loss;
-}
+  /// The model's initial parameters on C (inside the scope of their device).
+  LOCUS_NOINLINE static model_core* make(std::shared_ptr<const M> m) { return new model_core(std::move(m)); }
+  LOCUS_NOINLINE static void destroy(model_core* c) noexcept { delete c; }
 
-/// The class of each row of x.
-template <class M, device C>
-LOCUS_NOINLINE tensor<std::int64_t, C> model_predict(const M& m, const typename M::template params<C>& p,
-                                                     const tensor<float, C, 2>& x) {
-  return m.predict(p, x);
-}
+  /// The parameter tensors, flat, in for_each order.
+  [[nodiscard]] const std::vector<flat_tensor>& tensors() const noexcept { return tensors_; }
+
+  /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`).
+  LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y, std::uint64_t stream,
+                                 std::vector<flat_tensor>& flat) {
+    auto s = [&] {
+      if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
+        return model_->loss_and_grad(*p_, x, y, stream);
+      else return model_->loss_and_grad(*p_, x, y);
+    }();
+    const double loss = double(s.loss.item());
+    grad_.emplace(std::move(s.grad));
+    std::as_const(*grad_).for_each([&]<class G>(const G& g) {
+      if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
+      else flat.push_back({const_cast<float*>(g.data()), g.size(), {}});
+    });
+    return loss;
+  }
+
+  /// The class of each row of x.
+  LOCUS_NOINLINE tensor<std::int64_t, C> predict(const tensor<float, C, 2>& x) const { return model_->predict(*p_, x); }
+
+private:
+  explicit model_core(std::shared_ptr<const M> m) : model_(std::move(m)) {
+    p_.emplace(model_->template init<C>());
+    p_->for_each([&]<class V>(const V& v) {
+      if constexpr (!is_parameter_view<V, C, false>) {
+        explain_parameter_view<V, C, false>();  // the one message, not errors deep in here
+      } else {
+        std::vector<std::uint64_t> extents;
+        for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
+        tensors_.push_back({v.data(), v.size(), std::move(extents)});
+      }
+    });
+  }
+
+  std::shared_ptr<const M> model_;
+  std::optional<params_type> p_;
+  std::optional<params_type> grad_;
+  std::vector<flat_tensor> tensors_;
+};
 
 /// The checks of a gradient's tensors against the parameters' sizes.
 LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,
@@ -322,15 +332,13 @@ template <class M, device D>
   requires model_on<M, core_device_t<D>>
 class replica_of final : public replica<D> {
   using C = core_device_t<D>;
+  using core = detail::model_core<M, C>;
 
 public:
-  explicit replica_of(std::shared_ptr<const M> model) : model_(std::move(model)) {
-    const device_scope scope(id_of<D>);
-    std::vector<detail::flat_tensor> tensors;
-    detail::model_init<M, C>(*model_, p_, tensors);
-    for (auto& t : tensors) {
+  explicit replica_of(std::shared_ptr<const M> model) : core_(make(std::move(model))) {
+    for (const auto& t : core_->tensors()) {
       this->views_.emplace_back(t.data, shape{t.size});
-      this->shapes_.push_back(std::move(t.extents));
+      this->shapes_.push_back(t.extents);
       this->size_ += t.size;
       sizes_.push_back(t.size);
     }
@@ -340,8 +348,8 @@ public:
     this->grads_.clear();
     const device_scope scope(id_of<D>);
     std::vector<detail::flat_tensor> flat;
-    const double loss = detail::model_gradient<M, C>(*model_, *p_, locus::detail::borrow<C>(x),
-                                                     locus::detail::borrow<C>(y), this->next_stream(), grad_, flat);
+    const double loss =
+        core_->gradient(locus::detail::borrow<C>(x), locus::detail::borrow<C>(y), this->next_stream(), flat);
     detail::check_gradient_sizes(flat, sizes_);
     std::vector<tensor_view<const float, D, 1>> views;
     for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});
@@ -351,13 +359,16 @@ public:
 
   [[nodiscard]] tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const override {
     const device_scope scope(id_of<D>);
-    return locus::detail::adopt<D>(detail::model_predict<M, C>(*model_, *p_, locus::detail::borrow<C>(x)));
+    return locus::detail::adopt<D>(core_->predict(locus::detail::borrow<C>(x)));
   }
 
 private:
-  std::shared_ptr<const M> model_;
-  std::optional<typename M::template params<C>> p_;
-  std::optional<typename M::template params<C>> grad_;
+  static std::unique_ptr<core, void (*)(core*) noexcept> make(std::shared_ptr<const M> model) {
+    const device_scope scope(id_of<D>);
+    return {core::make(std::move(model)), &core::destroy};
+  }
+
+  std::unique_ptr<core, void (*)(core*) noexcept> core_;
   std::vector<std::size_t> sizes_;
 };
 

@@ -62,7 +62,7 @@ concept optimizer = std::is_class_v<O> && std::copy_constructible<O> &&
 /// `scale`) and the flat state `state` (opt.state_buffers() x the parameters, buffer after
 /// buffer): one kernel per tensor. Mismatched sizes throw shape_error before any tensor changes.
 template <optimizer O, device D>
-void apply_step(const O& opt, float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& params,
+LOCUS_NOINLINE void apply_step(const O& opt, float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& params,
                 const std::vector<tensor_view<const float, D, 1>>& grads, const tensor_view<float, D, 1>& state,
                 float scale = 1.f) {
   const std::string who = std::string("locus: ") + O::name + " step: ";
