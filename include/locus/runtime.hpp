@@ -30,8 +30,10 @@
 #include <locus/placement/on.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
+#include <locus/tensor/transfer.hpp>
 #include <locus/train/checkpoint.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/model.hpp>
 #include <locus/train/report.hpp>
 #include <locus/train/runner.hpp>
 

@@ -156,3 +156,48 @@ TEST_CASE("shapes refuse negative extents by name", "[device][shape][errors]") {
   CHECK(shape{2, 3}.size() == 6);
   CHECK(shape{std::size_t{4}}.size() == 4);
 }
+
+#if LOCUS_HAS_GPUS
+// Issue 27: below the typed surface a GPU is any_gpu, the thread's current device.
+TEST_CASE("any_gpu is the current device of a device_scope, and nothing outside one", "[device][any_gpu]") {
+  static_assert(device<any_gpu> && is_gpu_v<any_gpu> && is_dynamic_v<any_gpu>);
+  static_assert(std::is_same_v<core_device_t<gpu<3>>, any_gpu> && std::is_same_v<core_device_t<cpu>, cpu>);
+  CHECK_THROWS_WITH((void)device_id(id_of<any_gpu>),
+                    Catch::StartsWith("locus: any_gpu used outside a device_scope"));
+  CHECK_THROWS_AS((tensor<float, any_gpu>(shape{4}, 1.f)), device_error);
+  const auto before0 = memory_stats(id_of<gpu<0>>).live_bytes, before1 = memory_stats(id_of<gpu<1>>).live_bytes;
+  tensor<float, any_gpu> kept;
+  {
+    const device_scope one(id_of<gpu<1>>);
+    CHECK(device_id(id_of<any_gpu>) == id_of<gpu<1>>);
+    CHECK(id_of<any_gpu>.full_name() == "/job:localhost/replica:0/task:0/device:GPU:1");
+    tensor<float, any_gpu> t(shape{1000}, 2.f);
+    CHECK(memory_stats(id_of<gpu<1>>).live_bytes > before1);
+    CHECK(memory_stats(id_of<gpu<0>>).live_bytes == before0);
+    CHECK_NOTHROW((void)make_view<gpu<1>>(t.data(), shape{1000}));  // gpu<1>'s memory
+    {
+      const device_scope zero(id_of<gpu<0>>);  // scopes nest
+      CHECK(device_id(id_of<any_gpu>) == id_of<gpu<0>>);
+      // gpu<1>'s tensor taken as gpu<0>'s: refused, not silently misplaced
+      CHECK_THROWS_AS((void)detail::retag<gpu<0>>(std::as_const(t).view()), device_error);
+    }
+    CHECK(device_id(id_of<any_gpu>) == id_of<gpu<1>>);
+    // The log names the real GPU.
+    std::string lines;
+    {
+      scoped_placement_log log([&](std::string_view l) { lines += std::string(l) + "\n"; });
+      auto u = on<any_gpu>(t * 3.f);
+      CHECK(u.to_vector() == std::vector<float>(1000, 6.f));
+    }
+    CHECK(lines.find("mul: (Mul): /job:localhost/replica:0/task:0/device:GPU:1") != std::string::npos);
+    // Moved to the typed surface and back: the same memory, no copy.
+    auto typed = detail::adopt<gpu<1>>(std::move(t));
+    CHECK(typed.to_vector() == std::vector<float>(1000, 2.f));
+    kept = detail::adopt<any_gpu>(std::move(typed));
+  }
+  CHECK_THROWS_AS((void)device_id(id_of<any_gpu>), device_error);
+  // Freed outside any scope, into the arena it came from.
+  kept = tensor<float, any_gpu>{};
+  CHECK(memory_stats(id_of<gpu<1>>).live_bytes == before1);
+}
+#endif

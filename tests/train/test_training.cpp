@@ -9,8 +9,11 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -523,3 +526,41 @@ TEST_CASE("a second fit of one trainer, from another thread or from a callback, 
   // Afterwards it fits again.
   CHECK(t.fit(data, quiet(1, 64)).curve.size() == 4);
 }
+
+#if LOCUS_HAS_GPUS
+namespace {
+/// Softmax regression that records, for each call, its device type and the device it ran on.
+struct recording_model : softmax_regression<float> {
+  recording_model() : softmax_regression(16, 4) {}
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    {
+      std::lock_guard lock(*mutex_);
+      seen_->emplace_back(std::is_same_v<D, any_gpu>, device_id(id_of<D>));
+    }
+    return softmax_regression::loss_and_grad(p, x, y);
+  }
+  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();
+  std::shared_ptr<std::vector<std::pair<bool, device_id>>> seen_ =
+      std::make_shared<std::vector<std::pair<bool, device_id>>>();
+};
+}  // namespace
+
+// Issue 27: a model's code is compiled for the cpu and for any_gpu, and each replica runs it inside
+// a device_scope of its own GPU (so its tensors, its kernels and the log are that GPU's).
+TEST_CASE("a replica runs its model as any_gpu on its own GPU, or as the cpu", "[train][any_gpu]") {
+  auto data = synthetic(256, 5);
+  recording_model model;
+  data_parallel<sync_average, cpu, gpu<0>, gpu<1>> t{model, sgd{0.1f}};
+  t.fit(data, quiet(1, 96));
+  std::set<std::pair<bool, device_id>> kinds(model.seen_->begin(), model.seen_->end());
+  CHECK(kinds == std::set<std::pair<bool, device_id>>{
+                     {false, id_of<cpu>}, {true, id_of<gpu<0>>}, {true, id_of<gpu<1>>}});
+  // The replicas stay equal (they applied the same averaged gradient), and train as one device.
+  data_parallel<sync_average, cpu> one{softmax_regression<float>(16, 4), sgd{0.1f}};
+  one.fit(data, quiet(1, 96));
+  std::vector<float> a = t.parameters(), b = one.parameters();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) < 1e-5f);
+}
+#endif

@@ -146,14 +146,7 @@ private:
 #endif
 };
 
-/// The calling thread's current GPU index (-1: none), which device_scope sets.
-LOCUS_RUNTIME_INLINE int& current_gpu_slot() noexcept;
-
 #if LOCUS_RUNTIME_DEFINITIONS
-LOCUS_RUNTIME_INLINE int& current_gpu_slot() noexcept {
-  thread_local int slot = -1;
-  return slot;
-}
 /// The registry, made once by instance().
 LOCUS_RUNTIME_INLINE registry* detail::LOCUS_DETAIL_RUNTIME_CONFIGURATION() { return new registry(); }
 
@@ -299,30 +292,18 @@ inline void configure_logical_gpus(int k) { backend::registry::instance().config
 /// Statistics of a device's caching arena.
 [[nodiscard]] inline backend::arena_stats memory_stats(device_id d) { return backend::registry::instance().arena(d).stats(); }
 
-namespace detail {
-#if LOCUS_RUNTIME_DEFINITIONS
-LOCUS_RUNTIME_INLINE device_id current_gpu() {
-  const int i = backend::current_gpu_slot();
-  if (i < 0)
-    throw device_error("locus: any_gpu used outside a device_scope: code of the run-time GPU type runs inside the "
-                       "scope of the GPU it runs on");
-  return {device_kind::gpu, i};
-}
-#endif
-}  // namespace detail
-
 /// Makes d the calling thread's current GPU while it lives (for the cpu: none), so that code
 /// compiled for any_gpu runs on d; the previous one comes back at its end (scopes nest). Checks
 /// that d exists.
 class device_scope {
 public:
-  explicit device_scope(device_id d) : previous_(backend::current_gpu_slot()) {
+  explicit device_scope(device_id d) : previous_(detail::current_gpu_slot()) {
     backend::registry::instance().require(d);
-    backend::current_gpu_slot() = d.is_gpu() ? d.index : -1;
+    detail::current_gpu_slot() = d.is_gpu() ? d.index : -1;
   }
   device_scope(const device_scope&) = delete;
   device_scope& operator=(const device_scope&) = delete;
-  ~device_scope() { backend::current_gpu_slot() = previous_; }
+  ~device_scope() { detail::current_gpu_slot() = previous_; }
 
 private:
   int previous_;

@@ -1,10 +1,12 @@
 #pragma once
-// Device tags. Types only: nothing here touches CUDA, OpenMP or Thrust.
+// Device tags (and the thread's current GPU, for any_gpu). Nothing here touches CUDA, OpenMP or
+// Thrust.
 //
 //   locus::cpu      the one host device, "/cpu:0" (there is no cpu<1>: every CPU core belongs to it)
 //   locus::gpu<N>   GPU N, "/gpu:N"; a real GPU in an nvcc build, an emulated one with
 //                   LOCUS_EMULATE_GPUS, and a compile error otherwise.
 #include <locus/config.hpp>
+#include <locus/errors.hpp>
 
 #include <concepts>
 #include <string>
@@ -110,9 +112,24 @@ template <class D>
 using core_device_t = std::conditional_t<D::kind == device_kind::gpu, any_gpu, D>;
 
 namespace detail {
-/// The calling thread's current GPU (set by device_scope): id_of<any_gpu>. Throws device_error
-/// outside a scope. Part of the run-time (backend/registry.hpp defines it).
+/// The calling thread's current GPU index (-1: none), which device_scope (backend/registry.hpp)
+/// sets. Part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+LOCUS_RUNTIME_INLINE int& current_gpu_slot() noexcept;
+/// The calling thread's current GPU: id_of<any_gpu>. Throws device_error outside a device_scope.
 LOCUS_RUNTIME_INLINE device_id current_gpu();
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE int& current_gpu_slot() noexcept {
+  thread_local int slot = -1;
+  return slot;
+}
+LOCUS_RUNTIME_INLINE device_id current_gpu() {
+  const int i = current_gpu_slot();
+  if (i < 0)
+    throw device_error("locus: any_gpu used outside a device_scope: code of the run-time GPU type runs inside the "
+                       "scope of the GPU it runs on");
+  return {device_kind::gpu, i};
+}
+#endif
 /// id_of<any_gpu>: reads the current GPU wherever a device_id is wanted.
 struct current_gpu_id {
   // NOLINTNEXTLINE(google-explicit-constructor): used wherever id_of<D> is

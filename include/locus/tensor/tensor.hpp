@@ -560,7 +560,12 @@ namespace detail {
 /// under two device types: a gpu<N> and any_gpu, inside a device_scope of gpu<N>). Throws
 /// device_error naming both otherwise.
 [[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_mismatch(device_id from, device_id to);
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_foreign(device_id to);
 #if LOCUS_RUNTIME_DEFINITIONS
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_foreign(device_id to) {
+  throw device_error("locus: internal: memory that is not " + to.full_name() + "'s taken as " + to.full_name() +
+                     "'s (a view of the run-time GPU type any_gpu read in another GPU's device_scope)");
+}
 [[noreturn]] LOCUS_RUNTIME_INLINE void throw_retag_mismatch(device_id from, device_id to) {
   throw device_error("locus: internal: memory of " + from.full_name() + " taken as " + to.full_name() +
                      " (the run-time GPU type is the current device_scope's GPU)");
@@ -606,8 +611,14 @@ template <device To, class T, device From, int R>
 /// v's elements as a view of device type To (the same device).
 template <device To, class T, device From, int R>
 [[nodiscard]] tensor_view<T, To, R> retag(const tensor_view<T, From, R>& v) {
-  if constexpr (!std::is_same_v<To, From>)
-    if (v.data() != nullptr) check_same_device<To, From>(id_of<From>);
+  if constexpr (!std::is_same_v<To, From>) {
+    if (v.data() != nullptr) {
+      check_same_device<To, From>(id_of<From>);
+      // A view of any_gpu does not know its GPU: the memory itself must be To's.
+      if constexpr (is_dynamic_v<From>)
+        if (v.size() != 0 && !backend::owns(id_of<To>, v.data())) throw_retag_foreign(id_of<To>);
+    }
+  }
   return tensor_view<T, To, R>(v.data(), v.shape(), v.name());
 }
 }  // namespace detail

@@ -74,6 +74,16 @@ LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const cha
                                               const optimizer_info& opt,
                                               const std::vector<std::vector<std::uint64_t>>& shapes, int rank);
 /// "[[784, 256], [256]]": tensors' extents, for the messages.
+LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
+/// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
+/// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
+LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
+                                        const std::vector<std::vector<std::uint64_t>>& mine,
+                                        std::size_t parameter_count, const optimizer_info& opt,
+                                        std::size_t device_count, std::size_t state_size);
+
+// The checks: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+#if LOCUS_RUNTIME_DEFINITIONS
 LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes) {
   if (batch == 0 || batch > data.size())
     throw config_error("locus: fit: batch " + std::to_string(batch) + " for a data set of " +
@@ -94,16 +104,6 @@ LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const cha
   if (rank == 0) checkpoint::check_writable(path);
 }
 
-LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
-/// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
-/// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
-LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
-                                        const std::vector<std::vector<std::uint64_t>>& mine,
-                                        std::size_t parameter_count, const optimizer_info& opt,
-                                        std::size_t device_count, std::size_t state_size);
-
-// The checks: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
-#if LOCUS_RUNTIME_DEFINITIONS
 LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes) {
   if (data.images.extent(0) != data.labels.size())
     throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
