@@ -52,6 +52,9 @@ function(locus_create_backend kind)
   add_library(locus::_backend INTERFACE IMPORTED GLOBAL)
   set_property(GLOBAL PROPERTY LOCUS_BACKEND_KIND ${kind})  # for locus_separate_runtime
   target_link_libraries(locus::_backend INTERFACE locus::_thrust)
+  # The host pool's threads (backend/pool.hpp).
+  find_package(Threads REQUIRED)
+  target_link_libraries(locus::_backend INTERFACE Threads::Threads)
   if(kind STREQUAL "cuda")
     # CMake 3.25 believes nvcc 13 defaults to C++20 and omits the flag: spell it out.
     target_compile_options(locus::_backend INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)

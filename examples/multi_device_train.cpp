@@ -309,6 +309,9 @@ int main(int argc, char** argv) {
     std::printf("available devices:");
     for (const auto& d : available_devices()) std::printf(" %s", d.c_str());
     std::printf("\n");
+    const auto host = backend::host_parallelism_info();
+    std::printf("host kernels: %d thread%s (%s), serial below %zu elements\n", host.threads,
+                host.threads == 1 ? "" : "s", host.source.c_str(), host.grain);
     std::vector<outcome> runs;
     if (a.policy == "sync" || a.policy == "both") runs.push_back(train_with<sync_average>(a, across_ranks, train, test));
     if (a.policy == "hogwild" || a.policy == "both") runs.push_back(train_with<hogwild>(a, across_ranks, train, test));

@@ -20,6 +20,7 @@
 // `#if LOCUS_RUNTIME_DEFINITIONS`); tests/separate_runtime/check_runtime_header.cmake checks that none
 // is missing.
 #include <locus/backend/caching_allocator.hpp>
+#include <locus/backend/pool.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/data/idx.hpp>
 #include <locus/device/device.hpp>

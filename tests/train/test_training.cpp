@@ -475,23 +475,23 @@ TEST_CASE("sync_average's accumulate larger than the batch is refused, not wrapp
 #endif
 }
 
-#if defined(_OPENMP)
-// Item 16: hogwild shares out the caller's thread budget (OMP_NUM_THREADS, omp_set_num_threads)
-// and leaves the caller's setting as it was.
+// Item 16: hogwild shares out the caller's thread budget (backend::host_threads(): the process's,
+// or the caller's scoped_host_threads) and leaves the caller's setting as it was.
 TEST_CASE("hogwild's workers take the caller's thread budget and give it back", "[train][hogwild][threads]") {
   auto data = synthetic(256, 5);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  std::atomic<int> inside{0};
-  auto o = quiet(1, 64);
-  o.on_step = [&](const progress&) { inside = omp_get_max_threads(); };
-  data_parallel<hogwild, cpu> t{softmax_regression<float>(16, 4), sgd{0.1f}};
-  t.fit(data, o);
-  CHECK(inside == 1);                   // before: omp_get_num_procs() / devices
-  CHECK(omp_get_max_threads() == 1);    // before: left at that
-  omp_set_num_threads(before);
+  const int process = backend::host_threads();
+  {
+    const backend::scoped_host_threads three(3);
+    std::atomic<int> inside{0};
+    auto o = quiet(1, 64);
+    o.on_step = [&](const progress&) { inside = backend::host_threads(); };
+    data_parallel<hogwild, cpu> t{softmax_regression<float>(16, 4), sgd{0.1f}};
+    t.fit(data, o);
+    CHECK(inside == 3);                       // before issue 26: host cores / devices
+    CHECK(backend::host_threads() == 3);      // and left at that
+  }
+  CHECK(backend::host_threads() == process);
 }
-#endif
 
 // Smaller: one fit at a time per trainer.
 TEST_CASE("a second fit of one trainer, from another thread or from a callback, is refused", "[train][threads]") {

@@ -2,7 +2,8 @@
 // Matrix products: C = alpha * op(A) * op(B) + beta * C, row-major, on a device.
 //   cuda GPUs   cuBLAS, one handle per logical GPU bound to its stream
 //   host        the BLAS CMake found (LOCUS_HAS_CBLAS: cblas_sgemm/cblas_dgemm, OpenBLAS on Debian),
-//               else (or with LOCUS_NO_BLAS defined) a portable cache-blocked loop with OpenMP
+//               else (or with LOCUS_NO_BLAS defined) a portable cache-blocked loop; both in pieces on
+//               the host pool (pool.hpp)
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
@@ -20,6 +21,9 @@
 
 #if LOCUS_HAS_CUDA
 #  include <cublas_v2.h>
+#endif
+#if defined(_OPENMP)
+#  include <omp.h>
 #endif
 
 #if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
@@ -52,13 +56,12 @@ struct scale_matrix {
   }
 };
 
-/// The portable product: rows of C in parallel, the k loop blocked so a panel of B stays in cache.
+/// The portable product over rows [r0, r1) of C, the k loop blocked so a panel of B stays in cache.
 template <class T>
-void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void blocked_gemm_rows(bool ta, bool tb, std::size_t r0, std::size_t r1, std::size_t n, std::size_t k, T alpha,
+                       const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   constexpr std::size_t kb = 256;
-  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (m * n * k >= (std::size_t{1} << 18)))
-  for (std::size_t i = 0; i < m; ++i) {
+  for (std::size_t i = r0; i < r1; ++i) {
     T* ci = c + i * ldc;
     for (std::size_t j = 0; j < n; ++j) ci[j] = beta == T(0) ? T(0) : beta * ci[j];
     for (std::size_t p0 = 0; p0 < k; p0 += kb) {
@@ -74,6 +77,67 @@ void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
       }
     }
   }
+}
+
+/// A product is cut into pieces of at least this many multiply-adds for the host pool. Large enough
+/// that no piece takes a BLAS's small-matrix path (OpenBLAS's below 100^3 on AVX-512, which sums
+/// in another order): a piece's elements are then computed exactly as the whole product's are.
+inline constexpr double gemm_piece_work = double(std::size_t{1} << 21);
+
+/// Runs piece(r0, r1, c0, c1) over blocks of C's rows (or, when C is wider than tall, its columns):
+/// up to two pieces per thread of the budget (a thread the system has not scheduled leaves half as
+/// much to the others), each of gemm_piece_work multiply-adds or more.
+template <class Piece>
+void split_product(std::size_t m, std::size_t n, std::size_t k, const Piece& piece) {
+  const double work = double(m) * double(n) * double(k);
+  const bool by_rows = m >= n;
+  const std::size_t extent = by_rows ? m : n;
+  std::size_t pieces = 1;
+  if (work >= 2 * gemm_piece_work) {
+    const double most = std::min(double(extent), work / gemm_piece_work);
+    pieces = static_cast<std::size_t>(std::min(double(2 * std::size_t(host_threads())), most));
+  }
+  if (pieces <= 1) {
+    piece(0, m, 0, n);
+    return;
+  }
+  const std::size_t step = (extent + pieces - 1) / pieces;
+  pieces = (extent + step - 1) / step;
+  parallel_chunks(pieces, [&](std::size_t p) {
+    const std::size_t lo = p * step, hi = std::min(extent, lo + step);
+    if (by_rows) piece(lo, hi, 0, n);
+    else piece(0, m, lo, hi);
+  });
+}
+
+/// The calling thread's OpenMP thread count is 1 while it lives: an OpenMP BLAS (OpenBLAS's Debian
+/// build) then runs the call on this thread instead of starting a team beside locus's pool.
+struct blas_on_this_thread {
+#if defined(_OPENMP)
+  int previous = omp_get_max_threads();
+  blas_on_this_thread() {
+    if (previous != 1) omp_set_num_threads(1);
+  }
+  ~blas_on_this_thread() {
+    if (previous != 1) omp_set_num_threads(previous);
+  }
+#endif
+  blas_on_this_thread(const blas_on_this_thread&) = delete;
+  blas_on_this_thread& operator=(const blas_on_this_thread&) = delete;
+};
+
+/// The portable product, its rows in parallel.
+template <class T>
+void blocked_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  const int threads = double(m) * double(n) * double(k) >= 2 * gemm_piece_work ? host_threads() : 1;
+  if (threads <= 1 || m < 2) {
+    blocked_gemm_rows(ta, tb, 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  parallel_ranges(m, [&](std::size_t r0, std::size_t r1) {
+    blocked_gemm_rows(ta, tb, r0, r1, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }, 1);
 }
 
 #if LOCUS_HAS_CUDA
@@ -122,14 +186,22 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
       detail::blocked_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
       return;
     }
-    constexpr int row_major = 101, no_trans = 111, trans = 112;
-    const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, a, static_cast<int>(lda), b,
-                  static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-    else
-      cblas_dgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, a, static_cast<int>(lda), b,
-                  static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+    // The product in pieces on locus's pool, each one BLAS call on its thread (one thread budget
+    // for both: no BLAS team spinning beside the pool's threads).
+    detail::split_product(m, n, k, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+      constexpr int row_major = 101, no_trans = 111, trans = 112;
+      const detail::blas_on_this_thread one;
+      const T* ap = ta ? a + r0 : a + r0 * lda;  // rows r0.. of op(A)
+      const T* bp = tb ? b + c0 * ldb : b + c0;  // columns c0.. of op(B)
+      T* cp = c + r0 * ldc + c0;
+      const int M = static_cast<int>(r1 - r0), N = static_cast<int>(c1 - c0), K = static_cast<int>(k);
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, ap, static_cast<int>(lda),
+                    bp, static_cast<int>(ldb), beta, cp, static_cast<int>(ldc));
+      else
+        cblas_dgemm(row_major, ta ? trans : no_trans, tb ? trans : no_trans, M, N, K, alpha, ap, static_cast<int>(lda),
+                    bp, static_cast<int>(ldb), beta, cp, static_cast<int>(ldc));
+    });
 #else
     detail::blocked_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif

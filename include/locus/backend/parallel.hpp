@@ -1,8 +1,9 @@
 #pragma once
 // The one way locus runs elementwise work: out[i] = kernel(i) for i in [0, n), as ONE parallel loop
 // or ONE CUDA kernel on the device's stream. Host devices (cpu and emulated GPUs) go through Thrust's
-// OpenMP system, below `serial_threshold` elements through a plain loop (entering an OpenMP region
-// costs ~1 us, a serial pass over 1000 floats ~0.1 us).
+// pool (pool.hpp: chunks claimed by the threads of the process's budget, the caller one of them),
+// below `serial_threshold` elements as a plain loop on the calling thread.
+#include <locus/backend/pool.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
@@ -26,56 +27,6 @@
 #include <tuple>
 
 namespace locus::backend {
-
-inline constexpr std::size_t serial_threshold = std::size_t{1} << 14;
-
-/// The cores the host backend uses (OpenMP's count; 1 without OpenMP).
-[[nodiscard]] inline int host_cores() noexcept {
-#if defined(_OPENMP)
-  return omp_get_num_procs();
-#else
-  return 1;
-#endif
-}
-
-/// The threads a parallel region started from the calling thread would use now: OMP_NUM_THREADS,
-/// or what omp_set_num_threads last set on this thread, or the cores.
-[[nodiscard]] inline int host_threads() noexcept {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-/// Limits the calling thread's host kernels to n threads while it lives, then restores the
-/// thread's previous setting (hogwild's workers; the caller's own thread runs one of them).
-class scoped_host_threads {
-public:
-  explicit scoped_host_threads([[maybe_unused]] int n) noexcept : previous_(host_threads()) {
-#if defined(_OPENMP)
-    omp_set_num_threads(n < 1 ? 1 : n);
-#endif
-  }
-  scoped_host_threads(const scoped_host_threads&) = delete;
-  scoped_host_threads& operator=(const scoped_host_threads&) = delete;
-  ~scoped_host_threads() {
-#if defined(_OPENMP)
-    omp_set_num_threads(previous_);
-#endif
-  }
-
-private:
-  int previous_;
-};
-
-/// Limits the threads of the host kernels (and of an OpenMP BLAS) started from the calling thread:
-/// host threads that each run a device's work share the cores instead of oversubscribing them.
-inline void limit_host_threads([[maybe_unused]] int n) noexcept {
-#if defined(_OPENMP)
-  omp_set_num_threads(n < 1 ? 1 : n);
-#endif
-}
 
 /// The Thrust system a device's work runs on.
 #if defined(_OPENMP)
@@ -127,16 +78,16 @@ struct row_tile {
   }
 };
 
-/// f(i) for i in [0, n) on the host: one OpenMP loop through Thrust when `parallel`, else a plain loop.
+/// f(i) for i in [0, n) on the host: pieces on the host pool when `parallel`, else a plain loop.
 template <class F>
-void host_for_each(std::size_t n, const F& f, [[maybe_unused]] bool parallel) {
-#if defined(_OPENMP)
+void host_for_each(std::size_t n, const F& f, bool parallel) {
   if (parallel) {
-    thrust::for_each(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
-                     thrust::counting_iterator<std::size_t>(n), f);
+    parallel_ranges(n, [&f](std::size_t b, std::size_t e) {
+      const F k = f;  // a local copy: its pointers stay in registers
+      for (std::size_t i = b; i < e; ++i) k(i);
+    });
     return;
   }
-#endif
   for (std::size_t i = 0; i < n; ++i) f(i);
 }
 
@@ -172,13 +123,13 @@ void transform(std::size_t n, const K& kernel, T* out) {
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
   const detail::store_as<K, T> f{kernel};
   if constexpr (runs_on_host<D>) {
-#if defined(_OPENMP)
     if (n >= serial_threshold) {
-      thrust::transform(thrust::omp::par, thrust::counting_iterator<std::size_t>(0),
-                        thrust::counting_iterator<std::size_t>(n), out, f);
+      parallel_ranges(n, [&f, out](std::size_t b, std::size_t e) {
+        const auto k = f;
+        for (std::size_t i = b; i < e; ++i) out[i] = k(i);
+      });
       return;
     }
-#endif
     for (std::size_t i = 0; i < n; ++i) out[i] = f(i);
   } else {
 #if LOCUS_HAS_CUDA

@@ -136,26 +136,21 @@ auto serial_reduce(const K& kernel, const R& r, std::size_t first, std::size_t l
 
 template <class K, class R>
 auto host_reduce(const K& k, const R& r, std::size_t n) {
-#if defined(_OPENMP)
   using Acc = decltype(r.identity());
-  if (n >= serial_threshold) {
-    std::vector<Acc> partial(static_cast<std::size_t>(omp_get_max_threads()), r.identity());
-    std::size_t used = 1;
-    LOCUS_PRAGMA_OMP(parallel)
-    {
-      const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-      const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
-    LOCUS_PRAGMA_OMP(single)
-      used = nt;
-      const std::size_t chunk = (n + nt - 1) / nt;
+  const std::size_t nt = n >= serial_threshold ? static_cast<std::size_t>(host_threads()) : 1;
+  if (nt > 1) {
+    // One part per thread of the budget, combined in order: the result depends on the thread
+    // count only, never on which thread ran which part.
+    std::vector<Acc> partial(nt, r.identity());
+    const std::size_t chunk = (n + nt - 1) / nt;
+    parallel_chunks(nt, [&](std::size_t t) {
       const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
       partial[t] = serial_reduce(k, r, b, e);
-    }
+    });
     Acc total = r.identity();
-    for (std::size_t t = 0; t < used; ++t) total = r.combine(total, partial[t]);
+    for (std::size_t t = 0; t < nt; ++t) total = r.combine(total, partial[t]);
     return total;
   }
-#endif
   return serial_reduce(k, r, 0, n);
 }
 }  // namespace detail
@@ -226,11 +221,17 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
   }
   if constexpr (runs_on_host<D> && Axis == 1) {
     // Rows are contiguous: each one gets the 16-accumulator loop.
-  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (rows * cols >= serial_threshold))
-    for (std::size_t r = 0; r < rows; ++r)
-      out[r] = static_cast<T>(reducer.finish(detail::serial_reduce(
-                                                 [&](std::size_t c) { return kernel(r * cols + c); }, reducer, 0, cols),
-                                             cols));
+    const auto row = [&](std::size_t r) {
+      out[r] = static_cast<T>(reducer.finish(
+          detail::serial_reduce([&](std::size_t c) { return kernel(r * cols + c); }, reducer, 0, cols), cols));
+    };
+    if (rows > 1 && rows * cols >= serial_threshold) {
+      parallel_ranges(rows, [&](std::size_t b, std::size_t e) {
+        for (std::size_t r = b; r < e; ++r) row(r);
+      }, std::max<std::size_t>(1, serial_threshold / std::max<std::size_t>(cols, 1)));
+    } else {
+      for (std::size_t r = 0; r < rows; ++r) row(r);
+    }
   } else if constexpr (runs_on_host<D>) {
     // Columns are strided: whole rows are folded into one accumulator per column (contiguous reads,
     // a vector loop; the same order of operations as a column walk), blocks of columns in parallel.
@@ -238,8 +239,7 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
     constexpr std::size_t block = 64;
     const std::size_t blocks = (cols + block - 1) / block;
     const K k = kernel;  // a local copy: its pointers stay in registers
-  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (blocks > 1 && rows * cols >= serial_threshold))
-    for (std::size_t b = 0; b < blocks; ++b) {
+    const auto column_block = [&](std::size_t b) {
       const std::size_t c0 = b * block, width = std::min(block, cols - c0);
       Acc acc[block];
       for (std::size_t c = 0; c < width; ++c) acc[c] = reducer.identity();
@@ -248,6 +248,11 @@ void reduce_axis(std::size_t rows, std::size_t cols, const K& kernel, const R& r
         for (std::size_t c = 0; c < width; ++c) acc[c] = reducer.combine(acc[c], reducer.lift(k(base + c), r));
       }
       for (std::size_t c = 0; c < width; ++c) out[c0 + c] = static_cast<T>(reducer.finish(acc[c], rows));
+    };
+    if (blocks > 1 && rows * cols >= serial_threshold) {
+      parallel_chunks(blocks, column_block);
+    } else {
+      for (std::size_t b = 0; b < blocks; ++b) column_block(b);
     }
   } else {
     transform<D>(outputs, detail::axis_reduce_fn<Axis, K, R>{kernel, reducer, rows, cols}, out);

@@ -60,18 +60,23 @@ std::pair<tensor<float, D, 2>, tensor<std::int32_t, D>> gather(const labelled_im
   // Rows at random places in a large array: the copy waits on memory, so the host's threads copy
   // rows side by side, each asking for a later row's first lines ahead of time.
   constexpr std::size_t ahead = 4;
-  LOCUS_PRAGMA_OMP(parallel for schedule(static) if (count * cols >= backend::serial_threshold))
-  for (std::size_t r = 0; r < count; ++r) {
-    if (r + ahead < count) {
-      [[maybe_unused]] const float* next = src + std::size_t(order[first + r + ahead]) * cols;
+  const auto copy_rows = [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      if (r + ahead < r1) {
+        [[maybe_unused]] const float* next = src + std::size_t(order[first + r + ahead]) * cols;
 #if defined(__GNUC__) || defined(__clang__)
-      for (std::size_t line = 0; line < 4; ++line) __builtin_prefetch(next + line * 16);
+        for (std::size_t line = 0; line < 4; ++line) __builtin_prefetch(next + line * 16);
 #endif
+      }
+      const std::size_t row = order[first + r];
+      std::copy(src + row * cols, src + (row + 1) * cols, dst + r * cols);
+      labels[r] = all_labels[row];
     }
-    const std::size_t row = order[first + r];
-    std::copy(src + row * cols, src + (row + 1) * cols, dst + r * cols);
-    labels[r] = all_labels[row];
-  }
+  };
+  if (count * cols >= backend::serial_threshold)
+    backend::parallel_ranges(count, copy_rows, std::max<std::size_t>(1, backend::serial_threshold / std::max<std::size_t>(cols, 1)));
+  else
+    copy_rows(0, count);
   if constexpr (std::is_same_v<H, D>) return {std::move(x), std::move(y)};
   else return {locus::to<D>(x), locus::to<D>(y)};
 }

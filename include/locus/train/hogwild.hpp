@@ -149,14 +149,14 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
     if (h.read) {
       h.read(staging.data());
     } else {
-      const auto n = static_cast<std::ptrdiff_t>(size);
-      LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
-      for (std::ptrdiff_t e = 0; e < n; ++e) {
-        const auto u = std::size_t(e);
-        float t = std::atomic_ref<float>(home[u]).load(std::memory_order_relaxed);
-        if (ahead) t -= lr * mom * std::atomic_ref<float>(momenta[u]).load(std::memory_order_relaxed);
-        staging[u] = t;
-      }
+      const backend::scoped_host_threads mine_only(threads_per_worker);
+      backend::parallel_ranges(size, [&](std::size_t b, std::size_t e) {
+        for (std::size_t u = b; u < e; ++u) {
+          float t = std::atomic_ref<float>(home[u]).load(std::memory_order_relaxed);
+          if (ahead) t -= lr * mom * std::atomic_ref<float>(momenta[u]).load(std::memory_order_relaxed);
+          staging[u] = t;
+        }
+      });
     }
     from_host(staging, local.parameters());
     auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
@@ -204,15 +204,16 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
       for (std::ptrdiff_t e = 0; e < n; ++e) delta[std::size_t(e)] = -(d[e] * rate);
       h.add(delta.data());
     } else {
-      LOCUS_PRAGMA_OMP(parallel for schedule(static) num_threads(threads_per_worker) if (threads_per_worker > 1))
-      for (std::ptrdiff_t e = 0; e < n; ++e) {
-        const auto u = std::size_t(e);
-        add_to(home[u], -(d[e] * rate), rmw);
-        if (ahead) {  // the momenta's sum follows this worker's new momentum
-          add_to(momenta[u], d[e] - mine[u], rmw);
-          mine[u] = d[e];
+      const backend::scoped_host_threads mine_only(threads_per_worker);
+      backend::parallel_ranges(size, [&](std::size_t b, std::size_t e) {
+        for (std::size_t u = b; u < e; ++u) {
+          add_to(home[u], -(d[u] * rate), rmw);
+          if (ahead) {  // the momenta's sum follows this worker's new momentum
+            add_to(momenta[u], d[u] - mine[u], rmw);
+            mine[u] = d[u];
+          }
         }
-      }
+      });
     }
     h.applied.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(h.result_mutex);
@@ -318,7 +319,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
   const std::size_t my_steps = c.total_steps / ranks + (rank < c.total_steps % ranks ? 1 : 0);
   // Each epoch's order is drawn when a worker first needs it; a few recent ones are kept.
   detail::epoch_orders orders(c.data.size(), o.seed, Set::device_count + 1);
-  // The caller's thread budget (OMP_NUM_THREADS, omp_set_num_threads), shared out among the workers
+  // The caller's thread budget (backend::host_threads(): the process's, or a scoped_host_threads), shared out among the workers
   // whose kernels run on the host; every worker restores its thread's setting when it ends.
   const int threads_per_worker = std::max(1, backend::host_threads() / int(Set::device_count));
   typename detail::window_of<typename Set::communicator_type>::type window{};  // closed after the workers join
