@@ -10,6 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include <mutex>
+#include <utility>
+#if defined(__unix__)
+#  include <sys/wait.h>
+#  include <unistd.h>
+#endif
+
 using namespace locus;
 namespace bd = locus::backend::detail;
 
@@ -36,6 +43,9 @@ TEST_CASE("OMP_NUM_THREADS values: a positive count or nothing", "[threads]") {
   CHECK(bd::parse_thread_count("two") == std::nullopt);
   CHECK(bd::parse_thread_count("4x") == std::nullopt);
   CHECK(bd::parse_thread_count("99999999999999999999") == std::nullopt);
+  CHECK(bd::parse_thread_count("4 junk") == std::nullopt);
+  CHECK(bd::parse_thread_count("4 ") == 4);
+  CHECK(bd::parse_thread_count("5000") == backend::max_host_threads);  // capped, not ignored
 }
 
 TEST_CASE("the budget: affinity, then the cgroup quota, shared by the ranks on the node, an override first",
@@ -82,6 +92,8 @@ TEST_CASE("set_host_threads sets the process's budget, 0 gives the automatic one
     CHECK(std::string(e.what()).find("set_host_threads(-1)") != std::string::npos);
   }
   CHECK(backend::host_threads() == 5);  // unchanged by the refused call
+  backend::set_host_threads(100000);
+  CHECK(backend::host_threads() == backend::max_host_threads);
   backend::set_host_threads(0);
   CHECK(backend::host_threads() == automatic);
 }
@@ -221,3 +233,80 @@ TEST_CASE("a product cut into pieces: the same bits for the same thread count, c
   for (std::size_t r = 0; r < m; ++r)
     for (std::size_t c = 0; c < n; ++c) REQUIRE(std::abs(wide.data()[c * m + r] - one.data()[r * n + c]) <= 1e-3f);
 }
+
+TEST_CASE("pieces of a range near SIZE_MAX cover it exactly", "[threads]") {
+  const backend::scoped_host_threads two(2);
+  for (std::size_t n : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX / 2 + 3}) {
+    std::mutex m;
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;
+    backend::parallel_ranges(n, [&](std::size_t b, std::size_t e) {
+      std::lock_guard lock(m);
+      pieces.emplace_back(b, e);
+    });
+    std::sort(pieces.begin(), pieces.end());
+    REQUIRE(pieces.size() > 1);
+    CHECK(pieces.front().first == 0);
+    CHECK(pieces.back().second == n);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      CHECK(pieces[i].first < pieces[i].second);
+      if (i > 0) CHECK(pieces[i].first == pieces[i - 1].second);
+    }
+  }
+}
+
+TEST_CASE("a kernel inside a piece keeps the caller's thread limit, on every thread", "[threads]") {
+  backend::set_host_threads(4);
+  {
+    const backend::scoped_host_threads two(2);
+    std::vector<int> seen(64, 0);
+    backend::parallel_chunks(seen.size(), [&](std::size_t c) {
+      seen[c] = backend::host_threads();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+    for (int v : seen) CHECK(v == 2);
+  }
+  backend::set_host_threads(0);
+}
+
+// ThreadSanitizer refuses threads started after a multi-threaded fork: not under it.
+#if defined(__SANITIZE_THREAD__)
+#  define LOCUS_TEST_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define LOCUS_TEST_TSAN 1
+#  endif
+#endif
+#if defined(__unix__) && !defined(LOCUS_TEST_TSAN)
+TEST_CASE("a forked child runs kernels (no mutex copied locked, no workers it lacks)", "[threads]") {
+  const backend::scoped_host_threads three(3);
+  // The pool is busy on another thread while the process forks, many times over.
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    const backend::scoped_host_threads also(3);
+    std::atomic<long> x{0};
+    while (!stop.load()) backend::parallel_chunks(16, [&](std::size_t c) { x.fetch_add(long(c)); });
+  });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::atomic<long> total{0};
+      backend::parallel_chunks(100, [&](std::size_t c) { total.fetch_add(long(c)); });
+      _exit(total.load() == 4950 ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int waited = 0; waited < 20000 && (done = waitpid(child, &status, WNOHANG)) == 0; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+    REQUIRE(done == child);  // not hung
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  stop = true;
+  busy.join();
+}
+#endif

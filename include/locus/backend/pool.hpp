@@ -33,6 +33,10 @@ namespace locus::backend {
 /// to another thread costs about a microsecond, a serial pass over 16K floats a few (bench_host).
 inline constexpr std::size_t serial_threshold = std::size_t{1} << 14;
 
+/// The most threads a host kernel uses, whatever is asked for (the pool keeps at most this many
+/// minus one workers).
+inline constexpr int max_host_threads = 256;
+
 /// How the host backend runs kernels: the thread count, why, and the grain.
 struct host_parallelism {
   int threads = 1;                        ///< threads a host kernel uses (the caller one of them)
@@ -46,8 +50,8 @@ struct host_parallelism {
 /// The process's host budget (computed once, on first use; set_host_threads changes it).
 [[nodiscard]] LOCUS_RUNTIME_INLINE host_parallelism host_parallelism_info();
 
-/// Sets the process's host thread count (n >= 1), or back to the automatic choice (n == 0).
-/// Negative n throws config_error. Threads already inside a scoped_host_threads keep their limit.
+/// Sets the process's host thread count (n >= 1, at most max_host_threads), or back to the
+/// automatic choice (n == 0). Negative n throws config_error. Threads already inside a scoped_host_threads keep their limit.
 LOCUS_RUNTIME_INLINE void set_host_threads(int n);
 
 /// The CPUs of the process's affinity mask (the machine's CPU count where there is no mask).
@@ -108,10 +112,11 @@ void parallel_ranges(std::size_t n, const F& f, std::size_t grain = serial_thres
     f(std::size_t{0}, n);
     return;
   }
-  std::size_t piece = (n + pieces - 1) / pieces;
-  piece = (piece + 63) / 64 * 64;
-  pieces = (n + piece - 1) / piece;
-  parallel_chunks(pieces, [&](std::size_t c) { f(c * piece, std::min(n, (c + 1) * piece)); });
+  // Written so that nothing wraps for n near SIZE_MAX.
+  std::size_t piece = n / pieces + (n % pieces != 0);
+  if (piece % 64 != 0 && piece <= SIZE_MAX - 64) piece += 64 - piece % 64;
+  pieces = n / piece + (n % piece != 0);
+  parallel_chunks(pieces, [&](std::size_t c) { f(c * piece, c * piece + std::min(piece, n - c * piece)); });
 }
 
 /// Limits the calling thread's host kernels to n threads while it lives, then restores the
@@ -119,7 +124,7 @@ void parallel_ranges(std::size_t n, const F& f, std::size_t grain = serial_thres
 class scoped_host_threads {
 public:
   explicit scoped_host_threads(int n) noexcept : previous_(detail::thread_limit()) {
-    detail::thread_limit() = n < 1 ? 1 : n;
+    detail::thread_limit() = std::clamp(n, 1, max_host_threads);
   }
   scoped_host_threads(const scoped_host_threads&) = delete;
   scoped_host_threads& operator=(const scoped_host_threads&) = delete;
@@ -130,7 +135,7 @@ private:
 };
 
 /// Limits the calling thread's host kernels to n threads (n < 1: one) until changed again.
-inline void limit_host_threads(int n) noexcept { detail::thread_limit() = n < 1 ? 1 : n; }
+inline void limit_host_threads(int n) noexcept { detail::thread_limit() = std::clamp(n, 1, max_host_threads); }
 
 }  // namespace locus::backend
 
@@ -143,15 +148,20 @@ using backend::set_host_threads;
 // ---- the run-time part -------------------------------------------------------------------------
 #if LOCUS_RUNTIME_DEFINITIONS
 #  include <algorithm>
+#  include <cerrno>
 #  include <cmath>
 #  include <cstdlib>
 #  include <fstream>
 #  include <mutex>
 #  include <sstream>
 #  include <thread>
+#  include <utility>
 #  include <vector>
 #  if defined(__linux__)
 #    include <sched.h>
+#  endif
+#  if defined(__unix__)
+#    include <pthread.h>
 #  endif
 #  if defined(__x86_64__) || defined(__i386__)
 #    include <immintrin.h>
@@ -181,8 +191,10 @@ LOCUS_RUNTIME_INLINE std::optional<int> parse_thread_count(const char* text) {
   while (*text == ' ') ++text;
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
-  if (end == text || (*end != '\0' && *end != ',' && *end != ' ') || v < 1 || v > 4096) return std::nullopt;
-  return static_cast<int>(v);
+  if (end == text || v < 1 || v > 1 << 20) return std::nullopt;
+  while (*end == ' ') ++end;
+  if (*end != '\0' && *end != ',') return std::nullopt;
+  return static_cast<int>(std::min<long>(v, max_host_threads));
 }
 
 LOCUS_RUNTIME_INLINE host_parallelism choose_threads(int cores, std::optional<double> quota, int local_ranks,
@@ -192,7 +204,7 @@ LOCUS_RUNTIME_INLINE host_parallelism choose_threads(int cores, std::optional<do
   p.cpu_quota = quota;
   p.local_ranks = std::max(1, local_ranks);
   if (override_count) {
-    p.threads = std::max(1, *override_count);
+    p.threads = std::clamp(*override_count, 1, max_host_threads);
     p.source = override_source;
     return p;
   }
@@ -213,11 +225,19 @@ LOCUS_RUNTIME_INLINE host_parallelism choose_threads(int cores, std::optional<do
 /// The CPUs of the affinity mask.
 LOCUS_RUNTIME_INLINE int affinity_cpus() noexcept {
 #  if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
+  for (int cpus = 1024; cpus <= (1 << 16); cpus *= 4) {  // machines past 1024 CPUs need a larger set
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    if (set == nullptr) break;
+    const std::size_t size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(size, set);
+    const bool ok = sched_getaffinity(0, size, set) == 0;
+    const int n = ok ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (ok) {
+      if (n > 0) return n;
+      break;
+    }
+    if (errno != EINVAL) break;
   }
 #  endif
   const unsigned n = std::thread::hardware_concurrency();
@@ -252,11 +272,17 @@ LOCUS_RUNTIME_INLINE std::optional<double> cgroup_quota() {
         path = path.substr(0, path.rfind('/'));
       }
     } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+      // The group and its parents; inside a container the mount's root is the group itself
+      // (the path names the host's view), so the walk ends at the root's own files.
       for (const char* root : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
-        const std::string dir = std::string(root) + (path == "/" ? "" : path);
-        const std::string q = read_first_line(dir + "/cpu.cfs_quota_us"),
-                          p = read_first_line(dir + "/cpu.cfs_period_us");
-        if (!q.empty() && !p.empty()) take(parse_cpu_max(q + " " + p));
+        for (std::string sub = path == "/" ? "" : path;;) {
+          const std::string dir = std::string(root) + sub;
+          const std::string q = read_first_line(dir + "/cpu.cfs_quota_us"),
+                            p = read_first_line(dir + "/cpu.cfs_period_us");
+          if (!q.empty() && !p.empty()) take(parse_cpu_max(q + " " + p));
+          if (sub.empty()) break;
+          sub = sub.substr(0, sub.rfind('/'));
+        }
       }
     }
   }
@@ -314,6 +340,7 @@ struct pool_job {
   const void* ctx;
   std::size_t chunks;
   int max_helpers;
+  int threads;  // the caller's budget: a helper's nested kernels keep to it too
   std::atomic<std::size_t> next{0};
   std::atomic<int> helpers{0};     // workers attached: each holds the job alive until it detaches
   std::exception_ptr error;        // the first failure, under the pool's mutex
@@ -330,6 +357,11 @@ public:
     static auto* p = new host_pool();
     return *p;
   }
+  host_pool() {
+#  if defined(__unix__)
+    pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
+#  endif
+  }
 
   void run(std::size_t chunks, int threads, void (*body)(const void*, std::size_t), const void* ctx) {
     pool_job job;
@@ -337,6 +369,7 @@ public:
     job.ctx = ctx;
     job.chunks = chunks;
     job.max_helpers = static_cast<int>(std::min<std::size_t>(std::size_t(threads - 1), chunks - 1));
+    job.threads = threads;
     {
       std::lock_guard lock(mutex_);
       while (workers_ < job.max_helpers && workers_ < max_workers) {
@@ -379,9 +412,10 @@ private:
   static constexpr int max_workers = 255;
   static constexpr int idle_spins = 2000;  // ~50-100 us of pause before a worker sleeps
 
-  void work(pool_job& job) {
-    for (;;) {
-      const std::size_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+  /// Runs chunk `first` (if below the count) and then every chunk it can claim.
+  void work(pool_job& job, std::size_t first = SIZE_MAX) {
+    for (std::size_t c = first;; c = job.next.fetch_add(1, std::memory_order_relaxed)) {
+      if (c == SIZE_MAX) continue;
       if (c >= job.chunks) return;
       try {
         job.body(job.ctx, c);
@@ -393,16 +427,40 @@ private:
     }
   }
 
-  pool_job* attach() {
+  /// A job with room for a helper and a chunk left, that chunk claimed: a worker counts as a
+  /// helper only once it holds a chunk, so a caller never waits for one that has not started.
+  std::pair<pool_job*, std::size_t> attach() {
     std::lock_guard lock(mutex_);
     for (pool_job* j = newest_; j != nullptr; j = j->older) {
-      if (j->next.load(std::memory_order_relaxed) < j->chunks &&
-          j->helpers.load(std::memory_order_relaxed) < j->max_helpers) {
+      if (j->helpers.load(std::memory_order_relaxed) >= j->max_helpers) continue;
+      const std::size_t c = j->next.fetch_add(1, std::memory_order_relaxed);
+      if (c < j->chunks) {
         j->helpers.fetch_add(1, std::memory_order_relaxed);
-        return j;
+        return {j, c};
       }
     }
-    return nullptr;
+    return {nullptr, 0};
+  }
+
+  // fork(): the child has the forking thread only. The handlers keep the pool's and the budget's
+  // mutexes from being copied locked, and the child starts with no workers and no jobs (a fork
+  // from inside a kernel's piece is not supported, as with OpenMP).
+  static void before_fork() {
+    budget().mutex.lock();
+    instance().mutex_.lock();
+  }
+  static void after_fork_parent() {
+    instance().mutex_.unlock();
+    budget().mutex.unlock();
+  }
+  static void after_fork_child() {
+    host_pool& p = instance();
+    p.newest_ = nullptr;
+    p.workers_ = 0;
+    p.sleepers_.store(0);
+    p.waiting_.store(0);
+    p.mutex_.unlock();
+    budget().mutex.unlock();
   }
 
   void loop() {
@@ -411,8 +469,13 @@ private:
 #  endif
     for (;;) {
       const std::uint32_t seen = epoch_.load(std::memory_order_seq_cst);
-      if (pool_job* j = attach()) {
-        work(*j);
+      if (const auto [j, first] = attach(); j != nullptr) {
+        {
+          const int own = thread_limit();
+          thread_limit() = j->threads;
+          work(*j, first);
+          thread_limit() = own;
+        }
         j->helpers.fetch_sub(1, std::memory_order_acq_rel);  // j may be gone after this
         detached_.fetch_add(1, std::memory_order_seq_cst);
         if (waiting_.load(std::memory_order_seq_cst) > 0) detached_.notify_all();
