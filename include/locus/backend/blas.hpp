@@ -121,6 +121,8 @@ struct blas_on_this_thread {
   ~blas_on_this_thread() {
     if (previous != 1) omp_set_num_threads(previous);
   }
+#else
+  blas_on_this_thread() = default;  // no OpenMP: nothing to tell the BLAS
 #endif
   blas_on_this_thread(const blas_on_this_thread&) = delete;
   blas_on_this_thread& operator=(const blas_on_this_thread&) = delete;
@@ -190,7 +192,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
     // for both: no BLAS team spinning beside the pool's threads).
     detail::split_product(m, n, k, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
       constexpr int row_major = 101, no_trans = 111, trans = 112;
-      const detail::blas_on_this_thread one;
+      [[maybe_unused]] const detail::blas_on_this_thread one;
       const T* ap = ta ? a + r0 : a + r0 * lda;  // rows r0.. of op(A)
       const T* bp = tb ? b + c0 * ldb : b + c0;  // columns c0.. of op(B)
       T* cp = c + r0 * ldc + c0;
