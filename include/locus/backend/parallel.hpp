@@ -1,8 +1,8 @@
 #pragma once
 // The one way locus runs elementwise work: out[i] = kernel(i) for i in [0, n), as ONE parallel loop
-// or ONE CUDA kernel on the device's stream. Host devices (cpu and emulated GPUs) go through Thrust's
-// pool (pool.hpp: chunks claimed by the threads of the process's budget, the caller one of them),
-// below `serial_threshold` elements as a plain loop on the calling thread.
+// or ONE CUDA kernel on the device's stream. Host devices (cpu and emulated GPUs) go through locus's
+// host pool (pool.hpp: pieces claimed by the threads of the process's budget, the caller one of
+// them), below `serial_threshold` elements as a plain loop on the calling thread.
 #include <locus/backend/pool.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
