@@ -500,6 +500,12 @@ private:
   std::atomic<int> sleepers_{0}, waiting_{0};
 };
 
+// The pool and the budget are made at program start, not at a first kernel: a fork() while another
+// thread was making them would copy a half-made function-local static into the child, whose first
+// kernel then waits forever on its initialisation guard (seen in CI: a child hung at its first
+// kernel while the parent's other thread ran its first one).
+inline const bool pool_made_at_start = (host_pool::instance(), budget(), true);
+
 LOCUS_RUNTIME_INLINE void run_chunks(std::size_t chunks, int threads, void (*body)(const void*, std::size_t),
                                      const void* ctx) {
   if (chunks == 0) return;
