@@ -1,0 +1,165 @@
+#pragma once
+// 16-bit floating-point element types (issue 28): locus::bfloat16 (8 exponent bits, as float) and
+// locus::half (IEEE 754 binary16). Both are 2-byte, trivially copyable, standard-layout structs
+// holding the bits; conversion from float rounds to nearest, ties to even, and conversion to float
+// is exact. The conversions are plain integer code, the same bits on the host and inside CUDA
+// kernels (where they agree with __float2bfloat16_rn / __float2half_rn).
+//
+// Rules a test pins (tests/tensor/test_half.cpp): every one of the 65536 bit patterns converts to
+// float and back to itself (a NaN stays a NaN of the same sign, quiet); a float out of range
+// becomes +-inf (half: 65520 and above; bfloat16: past its largest finite value by half an ulp),
+// never a finite value; NaN never becomes inf; subnormal results round correctly; -0 stays -0.
+//
+// Conversions are explicit in both directions: `bfloat16(x)` rounds, `float(h)` widens. Arithmetic
+// on single values is not defined here: tensors of these types compute in float inside a fused
+// kernel and round once at the store.
+#include <locus/config.hpp>
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+
+namespace locus {
+
+namespace detail {
+/// The bits of float f rounded to bfloat16 (nearest, ties to even).
+LOCUS_HOST_DEVICE constexpr std::uint16_t float_to_bfloat16_bits(float f) noexcept {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)  // NaN: keep the sign and the top payload, make it quiet
+    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  // Adding 0x7fff plus the lowest kept bit rounds to nearest even; a carry into the exponent is
+  // the correct result, up to inf.
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+LOCUS_HOST_DEVICE constexpr float bfloat16_bits_to_float(std::uint16_t b) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+/// The bits of float f rounded to IEEE binary16 (nearest, ties to even).
+LOCUS_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float f) noexcept {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u)  // NaN: quiet, the payload's top bits kept
+    return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x03ffu));
+  if (a >= 0x477ff000u)  // 65520 and above (inf too): past the largest finite 65504 by half an ulp
+    return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (a >= 0x38800000u) {  // 2^-14 and above: a normal half
+    std::uint32_t r = (a >> 13) - (112u << 10);  // rebias the exponent 127 -> 15
+    const std::uint32_t rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (r & 1u))) ++r;  // a carry into the exponent is right
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  // Below 2^-14: a subnormal half (or 0), m * 2^-24 with m = value * 2^24 rounded to even.
+  const std::uint32_t e = a >> 23;
+  if (e < 102) return sign;  // below 2^-25: rounds to 0 (2^-25 itself is handled below: a tie, to 0)
+  const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;  // value = m * 2^(e - 150)
+  const std::uint32_t shift = 126u - e;                 // 14 .. 24
+  std::uint32_t r = m >> shift;
+  const std::uint32_t rest = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+  if (rest > halfway || (rest == halfway && (r & 1u))) ++r;  // up to 0x400: the smallest normal
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+LOCUS_HOST_DEVICE constexpr float half_bits_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x03ffu;
+  if (e == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));  // inf, NaN
+  if (e != 0) return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+  // 0 or subnormal: m * 2^-24, exact in float.
+  const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
+  return sign != 0 ? -v : v;
+}
+}  // namespace detail
+
+/// bfloat16: 1 sign, 8 exponent, 7 fraction bits (float's range, 3 significant decimal digits).
+struct bfloat16 {
+  std::uint16_t bits;
+
+  bfloat16() = default;  // uninitialised, as float is
+  LOCUS_HOST_DEVICE constexpr explicit bfloat16(float f) noexcept : bits(detail::float_to_bfloat16_bits(f)) {}
+  LOCUS_HOST_DEVICE constexpr explicit bfloat16(double d) noexcept : bfloat16(static_cast<float>(d)) {}
+  LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::bfloat16_bits_to_float(bits); }
+  LOCUS_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
+    bfloat16 h;
+    h.bits = b;
+    return h;
+  }
+  /// IEEE comparison: NaN equals nothing, -0 == +0.
+  LOCUS_HOST_DEVICE friend constexpr bool operator==(bfloat16 a, bfloat16 b) noexcept {
+    return float(a) == float(b);
+  }
+};
+
+/// half: IEEE 754 binary16, 1 sign, 5 exponent, 10 fraction bits (largest finite 65504).
+struct half {
+  std::uint16_t bits;
+
+  half() = default;
+  LOCUS_HOST_DEVICE constexpr explicit half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}
+  LOCUS_HOST_DEVICE constexpr explicit half(double d) noexcept : half(static_cast<float>(d)) {}
+  LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::half_bits_to_float(bits); }
+  LOCUS_HOST_DEVICE static constexpr half from_bits(std::uint16_t b) noexcept {
+    half h;
+    h.bits = b;
+    return h;
+  }
+  LOCUS_HOST_DEVICE friend constexpr bool operator==(half a, half b) noexcept { return float(a) == float(b); }
+};
+
+static_assert(sizeof(bfloat16) == 2 && sizeof(half) == 2);
+static_assert(std::is_trivially_copyable_v<bfloat16> && std::is_trivially_copyable_v<half>);
+static_assert(std::is_standard_layout_v<bfloat16> && std::is_standard_layout_v<half>);
+
+/// True for locus's 16-bit floating-point types.
+template <class T>
+inline constexpr bool is_half_float_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
+
+/// Values print as the float they equal.
+inline std::ostream& operator<<(std::ostream& os, bfloat16 h) { return os << float(h); }
+inline std::ostream& operator<<(std::ostream& os, half h) { return os << float(h); }
+
+}  // namespace locus
+
+namespace std {
+template <>
+class numeric_limits<locus::bfloat16> {
+public:
+  static constexpr bool is_specialized = true, is_signed = true, is_integer = false, is_exact = false,
+                        has_infinity = true, has_quiet_NaN = true, has_signaling_NaN = true, is_iec559 = false,
+                        is_bounded = true, is_modulo = false;
+  static constexpr int digits = 8, digits10 = 2, max_digits10 = 4, radix = 2;
+  static constexpr int min_exponent = -125, min_exponent10 = -37, max_exponent = 128, max_exponent10 = 38;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr locus::bfloat16 min() noexcept { return locus::bfloat16::from_bits(0x0080); }
+  static constexpr locus::bfloat16 lowest() noexcept { return locus::bfloat16::from_bits(0xff7f); }
+  static constexpr locus::bfloat16 max() noexcept { return locus::bfloat16::from_bits(0x7f7f); }
+  static constexpr locus::bfloat16 epsilon() noexcept { return locus::bfloat16::from_bits(0x3c00); }  // 2^-7
+  static constexpr locus::bfloat16 round_error() noexcept { return locus::bfloat16::from_bits(0x3f00); }
+  static constexpr locus::bfloat16 infinity() noexcept { return locus::bfloat16::from_bits(0x7f80); }
+  static constexpr locus::bfloat16 quiet_NaN() noexcept { return locus::bfloat16::from_bits(0x7fc0); }
+  static constexpr locus::bfloat16 signaling_NaN() noexcept { return locus::bfloat16::from_bits(0x7fa0); }
+  static constexpr locus::bfloat16 denorm_min() noexcept { return locus::bfloat16::from_bits(0x0001); }
+};
+template <>
+class numeric_limits<locus::half> {
+public:
+  static constexpr bool is_specialized = true, is_signed = true, is_integer = false, is_exact = false,
+                        has_infinity = true, has_quiet_NaN = true, has_signaling_NaN = true, is_iec559 = true,
+                        is_bounded = true, is_modulo = false;
+  static constexpr int digits = 11, digits10 = 3, max_digits10 = 5, radix = 2;
+  static constexpr int min_exponent = -13, min_exponent10 = -4, max_exponent = 16, max_exponent10 = 4;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr locus::half min() noexcept { return locus::half::from_bits(0x0400); }
+  static constexpr locus::half lowest() noexcept { return locus::half::from_bits(0xfbff); }
+  static constexpr locus::half max() noexcept { return locus::half::from_bits(0x7bff); }
+  static constexpr locus::half epsilon() noexcept { return locus::half::from_bits(0x1400); }  // 2^-10
+  static constexpr locus::half round_error() noexcept { return locus::half::from_bits(0x3800); }
+  static constexpr locus::half infinity() noexcept { return locus::half::from_bits(0x7c00); }
+  static constexpr locus::half quiet_NaN() noexcept { return locus::half::from_bits(0x7e00); }
+  static constexpr locus::half signaling_NaN() noexcept { return locus::half::from_bits(0x7d00); }
+  static constexpr locus::half denorm_min() noexcept { return locus::half::from_bits(0x0001); }
+};
+}  // namespace std
