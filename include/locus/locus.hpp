@@ -11,6 +11,7 @@
 #include <locus/backend/parallel.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
+#include <locus/tensor/half.hpp>
 #include <locus/tensor/transfer.hpp>
 #include <locus/tensor/slice.hpp>
 #include <locus/tensor/print.hpp>

@@ -29,6 +29,7 @@ using devices = std::tuple<locus::cpu>;
 #endif
 using float_cases = std::tuple<LOCUS_TEST_CASES_FOR(float), LOCUS_TEST_CASES_FOR(double)>;
 using numeric_cases = std::tuple<LOCUS_TEST_CASES_FOR(float), LOCUS_TEST_CASES_FOR(double), LOCUS_TEST_CASES_FOR(int)>;
+using half_cases = std::tuple<LOCUS_TEST_CASES_FOR(locus::bfloat16), LOCUS_TEST_CASES_FOR(locus::half)>;
 #undef LOCUS_TEST_CASES_FOR
 
 /// Reproducible random values in [lo, hi).

@@ -12,6 +12,7 @@
 //                                      v_k the value of input k there
 #include <locus/config.hpp>
 #include <locus/expr/node.hpp>
+#include <locus/tensor/half.hpp>
 
 #include <cstddef>
 #include <tuple>
@@ -59,16 +60,16 @@ template <class T, std::size_t Off>
 struct input_fn {
   LOCUS_EXEC_CHECK_DISABLE
   template <class... V>
-  LOCUS_HOST_DEVICE T operator()(const V&... v) const {
-    return pick<Off>(v...);
+  LOCUS_HOST_DEVICE compute_t<T> operator()(const V&... v) const {
+    return static_cast<compute_t<T>>(pick<Off>(v...));
   }
 };
 template <class T>
 struct constant_fn {
   T value;
   template <class... V>
-  LOCUS_HOST_DEVICE T operator()(const V&...) const {
-    return value;
+  LOCUS_HOST_DEVICE compute_t<T> operator()(const V&...) const {
+    return static_cast<compute_t<T>>(value);
   }
 };
 template <class Op, class... Fs>

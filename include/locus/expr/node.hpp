@@ -17,6 +17,8 @@
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/expr/divisor.hpp>
+#include <locus/expr/ops.hpp>
+#include <locus/tensor/half.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
 
@@ -112,15 +114,17 @@ struct row_kernel {
   LOCUS_HOST_DEVICE auto operator()(std::size_t i, std::size_t r, std::size_t c) const { return expr::at(k, i, r, c); }
 };
 
+// Loads widen a 16-bit float to float (exactly): a kernel computes in compute_t<T> and the store
+// rounds once.
 template <class T>
 struct load_kernel {
   const T* p;
-  LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return p[i]; }
+  LOCUS_HOST_DEVICE compute_t<T> operator()(std::size_t i) const { return static_cast<compute_t<T>>(p[i]); }
 };
 template <class T>
 struct load_first_kernel {  // a rank-0 tensor: one value on the device, broadcast everywhere
   const T* p;
-  LOCUS_HOST_DEVICE T operator()(std::size_t) const { return p[0]; }
+  LOCUS_HOST_DEVICE compute_t<T> operator()(std::size_t) const { return static_cast<compute_t<T>>(p[0]); }
 };
 /// A rank-1 operand of a rank-2 expression: a row, repeated over the rows.
 template <class K>
@@ -143,7 +147,7 @@ struct column_broadcast_kernel {
 template <class T>
 struct constant_kernel {
   T value;
-  LOCUS_HOST_DEVICE T operator()(std::size_t) const { return value; }
+  LOCUS_HOST_DEVICE compute_t<T> operator()(std::size_t) const { return static_cast<compute_t<T>>(value); }
 };
 template <class Op, class... Ks>
 struct apply_kernel;
@@ -424,6 +428,38 @@ template <class... Cs>
 }
 }  // namespace detail
 
+namespace detail {
+template <class C>
+inline constexpr bool is_scalar_node_v = false;
+template <class T>
+inline constexpr bool is_scalar_node_v<scalar<T>> = true;
+
+/// Some operand, a scalar aside, holds H (a 16-bit float type).
+template <class H, class... Cs>
+inline constexpr bool holds_v = ((!is_scalar_node_v<Cs> && std::is_same_v<typename Cs::value_type, H>) || ...);
+/// Some operand holds H and another, neither a scalar nor a bool (a where's condition), does not.
+template <class H, class... Cs>
+inline constexpr bool mixes_v =
+    holds_v<H, Cs...> && ((!is_scalar_node_v<Cs> && !std::is_same_v<typename Cs::value_type, H> &&
+                           !std::is_same_v<typename Cs::value_type, bool>) ||
+                          ...);
+
+/// The element type of Op over Cs: what Op returns on the operands' compute types (float for the
+/// 16-bit types), except that a float computed from bfloat16 (half) operands is stored as bfloat16
+/// (half), and cast<U> gives U.
+template <class Op, class... Cs>
+struct stored_type {
+  using computed = std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<compute_t<typename Cs::value_type>>()...))>;
+  using type = std::conditional_t<
+      std::is_same_v<computed, float> && holds_v<bfloat16, Cs...>, bfloat16,
+      std::conditional_t<std::is_same_v<computed, float> && holds_v<half, Cs...>, half, computed>>;
+};
+template <class U, class... Cs>
+struct stored_type<ops::cast<U>, Cs...> {
+  using type = U;
+};
+}  // namespace detail
+
 /// Op applied elementwise to the children Cs (1 to 3 of them). Broadcasting: rank-0 children
 /// (scalars, rank-0 tensors) everywhere; in a rank-2 node a rank-1 child is a row repeated over
 /// the rows (a bias), and col(v) a column repeated over the columns; rank-2 children match exactly.
@@ -435,9 +471,18 @@ struct node {
   static_assert(((Cs::rank == 0 || Cs::rank == rank || (rank == 2 && Cs::rank == 1)) && ...),
                 "locus: the operands of an elementwise expression must have the same rank, be scalars, or be "
                 "rows (rank 1) of a rank-2 expression");
-  using value_type = std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<typename Cs::value_type>()...))>;
+  static_assert(!detail::mixes_v<bfloat16, Cs...>,
+                "locus: an expression mixes bfloat16 operands with operands of another element type: write the "
+                "conversion, cast<float>(x) on the bfloat16 one (computed and stored in float) or cast<bfloat16>(y) "
+                "on the other (stored in bfloat16)");
+  static_assert(!detail::mixes_v<half, Cs...>,
+                "locus: an expression mixes half operands with operands of another element type: write the "
+                "conversion, cast<float>(x) on the half one (computed and stored in float) or cast<half>(y) on the "
+                "other (stored in half)");
+  /// What the kernel computes in float for 16-bit operands, stored as their type (detail::stored_type).
+  using value_type = typename detail::stored_type<Op, Cs...>::type;
   /// The element type kernel availability is asked about: the common type of the operands.
-  using operand_type = std::common_type_t<typename Cs::value_type...>;
+  using operand_type = std::common_type_t<compute_t<typename Cs::value_type>...>;
   using devices = merge_t<typename Cs::devices...>;
   using operations = merge_t<type_list<operation<Op, operand_type>>, typename Cs::operations...>;
   static constexpr bool has_staged = (has_staged_v<Cs> || ...);

@@ -59,9 +59,12 @@ using node_t = decltype(as_node(std::declval<X>()));
 
 namespace detail {
 /// A scalar becomes a scalar node of the element type of `Like`.
+/// Beside a 16-bit float operand the scalar is a float (the kernel computes in float: `h * 0.1` is
+/// not rounded to 16 bits first).
 template <class Like, class S>
 auto scalar_like(S s) {
-  return scalar<typename node_t<Like>::value_type>{static_cast<typename node_t<Like>::value_type>(s)};
+  using T = compute_t<typename node_t<Like>::value_type>;
+  return scalar<T>{static_cast<T>(s)};
 }
 template <class X, class Like>
 auto to_node(X&& x) {
@@ -75,11 +78,11 @@ auto make_binary(Op op, A&& a, B&& b) {
     return node<Op, node_t<A>, node_t<B>>(op, as_node(std::forward<A>(a)), as_node(std::forward<B>(b)));
   } else if constexpr (operand<A>) {
     auto na = as_node(std::forward<A>(a));
-    using S = scalar<typename decltype(na)::value_type>;
+    using S = scalar<compute_t<typename decltype(na)::value_type>>;
     return node<Op, decltype(na), S>(op, std::move(na), S{static_cast<typename S::value_type>(b)});
   } else {
     auto nb = as_node(std::forward<B>(b));
-    using S = scalar<typename decltype(nb)::value_type>;
+    using S = scalar<compute_t<typename decltype(nb)::value_type>>;
     return node<Op, S, decltype(nb)>(op, S{static_cast<typename S::value_type>(a)}, std::move(nb));
   }
 }

@@ -2,6 +2,7 @@
 // The elementwise operations: small function objects usable on host and device. `name` is the node
 // name of TensorFlow's placement log, `type` its op type ("add: (Add): ...").
 #include <locus/config.hpp>
+#include <locus/tensor/half.hpp>
 
 #include <cmath>
 #include <type_traits>
@@ -153,13 +154,16 @@ struct select {
   }
 };
 
+/// static_cast<U>: to a 16-bit float type it rounds there and gives the float that is (computed
+/// in float and stored as U: expr::node).
 template <class U>
 struct cast {
   static constexpr const char* name = "cast";
   static constexpr const char* type = "Cast";
   template <class A>
-  LOCUS_HOST_DEVICE U operator()(A a) const {
-    return static_cast<U>(a);
+  LOCUS_HOST_DEVICE compute_t<U> operator()(A a) const {
+    if constexpr (is_half_float_v<U>) return static_cast<float>(static_cast<U>(a));
+    else return static_cast<U>(a);
   }
 };
 

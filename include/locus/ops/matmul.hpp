@@ -123,6 +123,26 @@ struct matmul_expr {
     const value_type* pa = a.kernel().p;
     const value_type* pb = b.kernel().p;
     const std::size_t k = inner_a();
+    if constexpr (is_half_float_v<value_type>) {
+      // 16-bit operands: widened to float, one float product, rounded once into out.
+      auto fa = tensor<float, D, 2>::uninitialized_of(a.shape());
+      auto fb = tensor<float, D, 2>::uninitialized_of(b.shape());
+      auto fo = tensor<float, D, 2>::uninitialized_of(s);
+      backend::transform<D>(fa.size(), load_kernel<value_type>{pa}, fa.data());
+      backend::transform<D>(fb.size(), load_kernel<value_type>{pb}, fb.data());
+      if (accumulate) backend::transform<D>(fo.size(), load_kernel<value_type>{out.data()}, fo.data());
+      backend::gemm<D>(ta, tb, s[0], s[1], k, 1.f, fa.data(), a.shape()[1], fb.data(), b.shape()[1],
+                       accumulate ? 1.f : 0.f, fo.data(), s[1]);
+      backend::transform<D>(fo.size(), load_kernel<float>{fo.data()}, out.data());
+    } else {
+      write_same_type<D>(out, pa, pb, s, k);
+    }
+  }
+
+private:
+  template <device D>
+  void write_same_type(const tensor_view<value_type, D, 2>& out, const value_type* pa, const value_type* pb,
+                       const locus::shape<2>& s, std::size_t k) const {
     const auto overlaps = [&](const value_type* p, std::size_t n) {
       return n != 0 && out.size() != 0 && p < out.data() + out.size() && out.data() < p + n;
     };
@@ -138,7 +158,6 @@ struct matmul_expr {
                      accumulate ? value_type(1) : value_type(0), out.data(), s[1]);
   }
 
-private:
   std::size_t inner_a() const { return ta ? a.shape()[0] : a.shape()[1]; }
   std::size_t inner_b() const { return tb ? b.shape()[1] : b.shape()[0]; }
 };

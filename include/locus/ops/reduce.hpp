@@ -199,6 +199,15 @@ struct argmax {
 
 namespace expr {
 
+namespace detail {
+template <class Family, class T>
+struct reduction_result {
+  using computed = typename Family::template reducer<compute_t<T>, true>::result;
+  static constexpr bool chooses = requires { Family::needs_elements; };
+  using type = std::conditional_t<is_half_float_v<T> && chooses && std::is_same_v<computed, float>, T, computed>;
+};
+}  // namespace detail
+
 /// A reduction of node N along Axis (all_axes, 0 or 1) by the reducer family Family.
 template <class Family, int Axis, class N>
 struct reduction {
@@ -207,7 +216,11 @@ struct reduction {
   static_assert(Axis == all_axes || Axis == 0 || Axis == 1, "locus: a rank-2 reduction runs along axis 0 or 1");
   using locus_special = void;
   using element_type = typename N::value_type;
-  using value_type = typename Family::template reducer<element_type, true>::result;
+  /// 16-bit elements are reduced in float (the kernel reads them as float): sum, mean, dot and norm
+  /// return float (a million bfloat16 ones sum to 1e6, not to a 16-bit accumulator's 256); max and
+  /// min return the element they chose, in the element type.
+  using compute_type = compute_t<element_type>;
+  using value_type = typename detail::reduction_result<Family, element_type>::type;
   static constexpr int rank = Axis == all_axes ? 0 : 1;
   using devices = typename N::devices;
   using operations = merge_t<type_list<operation<Family, element_type>>, typename N::operations>;
@@ -231,7 +244,7 @@ struct reduction {
   }
   template <device D>
   void write(const tensor_view<value_type, D, rank>& out) const {
-    using R = typename Family::template reducer<element_type, backend::runs_on_host<D>>;
+    using R = typename Family::template reducer<compute_type, backend::runs_on_host<D>>;
     if constexpr (requires { Family::needs_elements; }) {
       const std::size_t along = Axis == all_axes ? child.shape().size() : child.shape()[Axis == 1 ? 1 : 0];
       if (along == 0 && (Axis == all_axes || out.size() != 0))

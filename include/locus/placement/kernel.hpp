@@ -11,6 +11,7 @@
 //         : std::false_type {};
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
+#include <locus/tensor/half.hpp>
 
 #include <type_traits>
 
@@ -23,7 +24,7 @@ constexpr bool op_host_only() {
   else return false;
 }
 template <class T>
-inline constexpr bool gpu_element_type = std::is_arithmetic_v<T> && !std::is_same_v<T, long double>;
+inline constexpr bool gpu_element_type = (std::is_arithmetic_v<T> && !std::is_same_v<T, long double>) || is_half_float_v<T>;
 }  // namespace detail
 
 template <class Op, class Device, class T>

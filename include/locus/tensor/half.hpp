@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include <ostream>
+#include <type_traits>
 
 namespace locus {
 
@@ -63,6 +64,19 @@ LOCUS_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float f) noexcept {
   return static_cast<std::uint16_t>(sign | r);
 }
 
+/// d rounded to float toward zero with the lowest bit set when inexact ("round to odd"): rounding
+/// that float again to 16 bits gives d correctly rounded (float keeps 24 bits, more than the
+/// 2 * 11 + 2 that exclude a double rounding), where d -> float -> 16 bits could round twice.
+LOCUS_HOST_DEVICE constexpr float round_to_odd(double d) noexcept {
+  if (d != d) return static_cast<float>(d);  // NOLINT(misc-redundant-expression): NaN
+  float f = static_cast<float>(d);          // nearest (inf past float's range)
+  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const double back = static_cast<double>(f);
+  if (back == d) return f;
+  if ((back < 0 ? -back : back) > (d < 0 ? -d : d)) --u;  // rounded away from zero: step back toward it
+  return std::bit_cast<float>(u | 1u);
+}
+
 LOCUS_HOST_DEVICE constexpr float half_bits_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x03ffu;
@@ -80,7 +94,11 @@ struct bfloat16 {
 
   bfloat16() = default;  // uninitialised, as float is
   LOCUS_HOST_DEVICE constexpr explicit bfloat16(float f) noexcept : bits(detail::float_to_bfloat16_bits(f)) {}
-  LOCUS_HOST_DEVICE constexpr explicit bfloat16(double d) noexcept : bfloat16(static_cast<float>(d)) {}
+  /// From double: rounded once (not through a rounded float), and from integers through that.
+  LOCUS_HOST_DEVICE constexpr explicit bfloat16(double d) noexcept : bfloat16(detail::round_to_odd(d)) {}
+  template <class I>
+    requires std::is_integral_v<I>
+  LOCUS_HOST_DEVICE constexpr explicit bfloat16(I i) noexcept : bfloat16(static_cast<double>(i)) {}
   LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::bfloat16_bits_to_float(bits); }
   LOCUS_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
     bfloat16 h;
@@ -99,7 +117,11 @@ struct half {
 
   half() = default;
   LOCUS_HOST_DEVICE constexpr explicit half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}
-  LOCUS_HOST_DEVICE constexpr explicit half(double d) noexcept : half(static_cast<float>(d)) {}
+  /// From double: rounded once (not through a rounded float), and from integers through that.
+  LOCUS_HOST_DEVICE constexpr explicit half(double d) noexcept : half(detail::round_to_odd(d)) {}
+  template <class I>
+    requires std::is_integral_v<I>
+  LOCUS_HOST_DEVICE constexpr explicit half(I i) noexcept : half(static_cast<double>(i)) {}
   LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::half_bits_to_float(bits); }
   LOCUS_HOST_DEVICE static constexpr half from_bits(std::uint16_t b) noexcept {
     half h;
@@ -116,6 +138,11 @@ static_assert(std::is_standard_layout_v<bfloat16> && std::is_standard_layout_v<h
 /// True for locus's 16-bit floating-point types.
 template <class T>
 inline constexpr bool is_half_float_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
+
+/// The type elements of T are computed in inside a kernel: float for the 16-bit types (loaded
+/// exactly, rounded once when stored), T itself otherwise.
+template <class T>
+using compute_t = std::conditional_t<is_half_float_v<T>, float, T>;
 
 /// Values print as the float they equal.
 inline std::ostream& operator<<(std::ostream& os, bfloat16 h) { return os << float(h); }

@@ -18,6 +18,7 @@
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/log.hpp>
+#include <locus/tensor/half.hpp>
 #include <locus/tensor/shape.hpp>
 #include <locus/tensor/tensor.hpp>
 
@@ -66,6 +67,8 @@ constexpr const char* element_type_name() {
   else if constexpr (std::is_same_v<U, long long>) return "long long";
   else if constexpr (std::is_same_v<U, unsigned long long>) return "unsigned long long";
   else if constexpr (std::is_same_v<U, float>) return "float";
+  else if constexpr (std::is_same_v<U, bfloat16>) return "bfloat16";
+  else if constexpr (std::is_same_v<U, half>) return "half";
   else if constexpr (std::is_same_v<U, double>) return "double";
   else if constexpr (std::is_same_v<U, long double>) return "long double";
   else if constexpr (std::is_same_v<U, wchar_t>) return "wchar_t";
@@ -127,8 +130,24 @@ std::unique_ptr<std::remove_const_t<T>[]> gather(const tensor_view<T, D, R>& v, 
   return out;
 }
 
-/// The text of each shown element, numpy's way: a common format for the whole tensor.
-template <class U>
+/// The fewest fraction digits (at most `most`) that read back as the same 16-bit value H: a
+/// bfloat16 0.1 prints as 0.1, not as the float it equals, 0.10009766.
+template <class H>
+int fewest_digits(float x, std::chars_format format, int most) {
+  char buf[128];
+  for (int p = 0; p < most; ++p) {
+    const auto r = std::to_chars(buf, buf + sizeof buf, x, format, p);
+    float back = 0;
+    if (r.ec == std::errc{} && std::from_chars(buf, r.ptr, back, format).ec == std::errc{} &&
+        H(back).bits == H(x).bits)
+      return p;
+  }
+  return most;
+}
+
+/// The text of each shown element, numpy's way: a common format for the whole tensor. H is the
+/// element type when the values are 16-bit floats given as float.
+template <class U, class H = U>
 std::vector<std::string> element_words(const U* x, std::size_t n, const print_options& o) {
   std::vector<std::string> words(n);
   char buf[128];
@@ -158,6 +177,10 @@ std::vector<std::string> element_words(const U* x, std::size_t n, const print_op
     int digits = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (!std::isfinite(x[i])) continue;
+      if constexpr (is_half_float_v<H>) {
+        digits = std::max(digits, fewest_digits<H>(x[i], format, most));
+        continue;
+      }
       const std::string shortest = chars(x[i], format);
       const auto dot = shortest.find('.');
       if (dot == std::string::npos) continue;
@@ -262,32 +285,38 @@ std::string print(const char* kind, const tensor_view<T, D, R>& v, const print_o
   std::size_t shown = v.size() == 0 ? 0 : 1;
   for (const auto& a : axes) shown *= a.count();
   const auto host = gather(v, axes);
-  const auto words = element_words(host.get(), shown, o);
-  return s + array_layout<R>(words, axes, o).str();
+  using U = std::remove_const_t<T>;
+  if constexpr (is_half_float_v<U>) {
+    std::vector<float> values(shown);
+    for (std::size_t i = 0; i < shown; ++i) values[i] = float(host[i]);
+    return s + array_layout<R>(element_words<float, U>(values.data(), shown, o), axes, o).str();
+  } else {
+    return s + array_layout<R>(element_words(host.get(), shown, o), axes, o).str();
+  }
 }
 
 }  // namespace detail
 
 /// The printed form of a view: "tensor_view<float, cpu, 2> [2, 3]\n[[...]]".
 template <class T, device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 [[nodiscard]] std::string to_string(const tensor_view<T, D, R>& v, const print_options& o = {}) {
   return detail::print("tensor_view", v, o);
 }
 /// The printed form of a tensor: "tensor<float, gpu<1>> [3]\n[1., 2., 3.]".
 template <class T, device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 [[nodiscard]] std::string to_string(const tensor<T, D, R>& t, const print_options& o = {}) {
   return detail::print("tensor", t.view(), o);
 }
 
 template <class T, device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 std::ostream& operator<<(std::ostream& os, const tensor_view<T, D, R>& v) {
   return os << to_string(v);
 }
 template <class T, device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 std::ostream& operator<<(std::ostream& os, const tensor<T, D, R>& t) {
   return os << to_string(t);
 }
@@ -297,7 +326,7 @@ std::ostream& operator<<(std::ostream& os, const tensor<T, D, R>& t) {
 #if defined(__cpp_lib_format)
 /// std::format("{}", t): to_string(t); a width, fill and alignment apply to the whole text.
 template <class T, locus::device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 struct std::formatter<locus::tensor<T, D, R>, char> : std::formatter<std::string_view, char> {
   template <class FormatContext>
   auto format(const locus::tensor<T, D, R>& t, FormatContext& ctx) const {
@@ -306,7 +335,7 @@ struct std::formatter<locus::tensor<T, D, R>, char> : std::formatter<std::string
   }
 };
 template <class T, locus::device D, int R>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_half_float_v<T>)
 struct std::formatter<locus::tensor_view<T, D, R>, char> : std::formatter<std::string_view, char> {
   template <class FormatContext>
   auto format(const locus::tensor_view<T, D, R>& v, FormatContext& ctx) const {
