@@ -193,8 +193,15 @@ std::vector<std::string> element_words(const U* x, std::size_t n, const print_op
       } else if (std::isinf(x[i])) {
         words[i] = x[i] < 0 ? "-inf" : "inf";
       } else {
-        words[i] = chars(x[i], format, digits);
-        if (digits == 0) words[i].insert(scientific ? words[i].find('e') : words[i].size(), ".");  // "1.", "1.e+10"
+        const std::string w = chars(x[i], format, digits);
+        if (digits == 0) {  // "1.", "1.e+10" (built by appends: GCC 12 at -O3 warns on insert, -Wrestrict)
+          const std::size_t at = scientific ? std::min(w.find('e'), w.size()) : w.size();
+          words[i].assign(w, 0, at);
+          words[i] += '.';
+          words[i].append(w, at, std::string::npos);
+        } else {
+          words[i] = w;
+        }
       }
     }
   }
