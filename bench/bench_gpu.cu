@@ -188,6 +188,43 @@ int main(int argc, char** argv) {
                 flops / t_cublas / 1e12, t_cublas / t_locus);
   }
 
+  // Issue 28: 16-bit products on the tensor cores (targets: >= 0.9x cublasGemmEx by hand, >= 8x
+  // locus's float product of the same shape) and a 16-bit triad's bandwidth.
+  header("matmul, bfloat16 (float accumulation), against cublasGemmEx by hand and locus's float product",
+         {"shape", "locus bf16 TFLOP/s", "cublasGemmEx TFLOP/s", "locus / cuBLAS", "locus float TFLOP/s",
+          "bf16 / float"});
+  for (std::size_t m : {std::size_t{1024}, std::size_t{4096}}) {
+    auto af = on<G>(random::uniform<float>(shape{m, m}, 3, -1.0, 1.0));
+    auto bf = on<G>(random::uniform<float>(shape{m, m}, 4, -1.0, 1.0));
+    tensor<bfloat16, G, 2> a = cast<bfloat16>(af), b = cast<bfloat16>(bf), c(shape{m, m});
+    tensor<float, G, 2> cf(shape{m, m});
+    const double t_locus = timed([&] { c = matmul(a, b); });
+    const double t_float = timed([&] { cf = matmul(af, bf); });
+    const float one = 1.f, zero = 0.f;
+    const double t_cublas = timed([&] {
+      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, int(m), int(m), int(m), &one, b.data(), CUDA_R_16BF, int(m), a.data(),
+                   CUDA_R_16BF, int(m), &zero, c.data(), CUDA_R_16BF, int(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    });
+    const double flops = 2.0 * double(m) * double(m) * double(m);
+    std::printf("| %zu^3 | %.1f | %.1f | **%.3f** | %.1f | **%.1f** |\n", m, flops / t_locus / 1e12,
+                flops / t_cublas / 1e12, t_cublas / t_locus, flops / t_float / 1e12, t_float / t_locus);
+  }
+  {
+    header("bfloat16 triad y = 1.5 * x + z (bytes moved / copy bandwidth of the same bytes)",
+           {"n", "bf16 GB/s", "float GB/s", "bf16 time / float time"});
+    const std::size_t n = std::size_t{1} << 28;
+    tensor<bfloat16, G> x = cast<bfloat16>(random::uniform<float>(shape{n}, 1, 0.0, 1.0));
+    tensor<bfloat16, G> z = cast<bfloat16>(random::uniform<float>(shape{n}, 2, 0.0, 1.0));
+    tensor<bfloat16, G> y(shape{n});
+    auto xf = on<G>(random::uniform<float>(shape{n}, 1, 0.0, 1.0));
+    auto zf = on<G>(random::uniform<float>(shape{n}, 2, 0.0, 1.0));
+    tensor<float, G> yf(shape{n});
+    const double t16 = timed([&] { y = 1.5f * x + z; });
+    const double t32 = timed([&] { yf = 1.5f * xf + zf; });
+    std::printf("| 2^28 | %.0f | %.0f | **%.2f** |\n", 6.0 * double(n) / t16 / 1e9, 12.0 * double(n) / t32 / 1e9,
+                t16 / t32);
+  }
+
 
   {
     header("all-reduce of one flat buffer per replica, time per call; busbw = algbw * 2(n-1)/n as nccl-tests "

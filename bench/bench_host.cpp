@@ -36,6 +36,26 @@ struct inputs {
   float* p(int i) { return x[static_cast<std::size_t>(i)].data(); }
 };
 
+/// Issue 28: a bfloat16 (half) triad moves half the bytes of a float one; it computes in float
+/// (widen, fma, round to nearest even). Target: bytes per second >= 0.9x the float triad's.
+void sixteen_bit(std::size_t n) {
+  const auto f0 = on<cpu>(random::uniform<float>(shape{n}, 1, 0.5, 1.5));
+  const auto f1 = on<cpu>(random::uniform<float>(shape{n}, 2, 0.5, 1.5));
+  tensor<float, cpu> yf(shape{n});
+  const double t_float = time_per_call([&] { yf = 1.5f * f0 + f1; });
+  const auto row = [&](const char* name, auto tag) {
+    using H = decltype(tag);
+    const tensor<H, cpu> x = cast<H>(f0), z = cast<H>(f1);
+    tensor<H, cpu> y(shape{n});
+    const double t = time_per_call([&] { y = 1.5f * x + z; });
+    const double bw16 = 3.0 * 2 * double(n) / t / 1e9, bw32 = 3.0 * 4 * double(n) / t_float / 1e9;
+    std::printf("| %s | 2^%d | %.2f | %.2f | %.2f | %.2f | **%.2f** |\n", name, static_cast<int>(std::log2(double(n))),
+                t * 1e6, t_float * 1e6, bw16, bw32, bw16 / bw32);
+  };
+  row("bfloat16", bfloat16{});
+  row("half", half{});
+}
+
 void elementwise(std::size_t n, Eigen::ThreadPoolDevice& eigen) {
   inputs in(n);
   const float a = 1.5f;
@@ -179,6 +199,10 @@ int main(int argc, char** argv) {
          {"expression", "n", "locus GB/s", "hand OMP us", "serial us", "unfused Thrust us", "Eigen us", "hand/locus",
           "Eigen/locus", "unfused/locus"});
   for (auto n : sizes) elementwise(n, eigen);
+
+  header("16-bit triad y = 1.5 * x + z against the float one (GB/s counts 2 or 4 bytes per element moved)",
+         {"type", "n", "16-bit us", "float us", "16-bit GB/s", "float GB/s", "GB/s ratio"});
+  for (auto n : sizes) sixteen_bit(n);
 
   header("Reductions (ratios > 1: locus faster)",
          {"op", "n", "locus GB/s", "locus us", "hand OMP us", "serial simd us", "Eigen us", "hand/locus", "Eigen/locus"});

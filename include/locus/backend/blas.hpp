@@ -10,6 +10,7 @@
 #include <locus/backend/omp.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/tensor/half.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -54,6 +55,14 @@ struct scale_matrix {
     T& x = c[(i / n) * ldc + i % n];
     x = beta == T(0) ? T(0) : beta * x;
   }
+};
+
+/// c[r, j] = 0 over an m x n matrix of 16-bit values with row length ldc.
+template <class H>
+struct scale_matrix_16 {
+  H* c;
+  std::size_t n, ldc;
+  LOCUS_HOST_DEVICE void operator()(std::size_t i) const { c[(i / n) * ldc + i % n] = H::from_bits(0); }
 };
 
 /// The portable product over rows [r0, r1) of C, the k loop blocked so a panel of B stays in cache.
@@ -233,6 +242,41 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
                                        &beta, c, static_cast<int>(ldc)), "cublasDgemm", d);
 #endif
   }
+}
+
+/// Row-major C[m x n] = op(A) * op(B) (+ C when accumulate) for 16-bit A, B and C on a CUDA GPU:
+/// cublasGemmEx on the tensor cores, float accumulation, rounded once into C. (Host-run devices
+/// compute 16-bit products through float: ops/matmul.hpp.)
+template <device D, class H>
+void gemm_16bit([[maybe_unused]] bool ta, [[maybe_unused]] bool tb, [[maybe_unused]] std::size_t m,
+                [[maybe_unused]] std::size_t n, [[maybe_unused]] std::size_t k, [[maybe_unused]] const H* a,
+                [[maybe_unused]] std::size_t lda, [[maybe_unused]] const H* b, [[maybe_unused]] std::size_t ldb,
+                [[maybe_unused]] bool accumulate, [[maybe_unused]] H* c, [[maybe_unused]] std::size_t ldc) {
+  static_assert(is_half_float_v<H>, "locus: gemm_16bit takes bfloat16 or half");
+  static_assert(!runs_on_host<D>, "locus: gemm_16bit is the CUDA path");
+#if LOCUS_HAS_CUDA
+  const device_id d = id_of<D>;
+  auto& reg = registry::instance();
+  reg.require(d);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = 0 (or C unchanged): cuBLAS refuses a row length of 0 for A
+    if (!accumulate) for_each_index<D>(m * n, detail::scale_matrix_16<H>{c, n, ldc});
+    return;
+  }
+  reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
+  cuda::device_guard guard(reg.physical_of(d.index), d);
+  cublasHandle_t h = detail::cublas_handle(d);
+  detail::check_cublas(cublasSetStream(h, reg.stream(d)), "cublasSetStream", d);
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  constexpr cudaDataType_t type = std::is_same_v<H, bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  // Column-major, as gemm above: C^T = op(B)^T * op(A)^T. The 64-bit entry point takes every size.
+  detail::check_cublas(cublasGemmEx_64(h, opb, opa, static_cast<std::int64_t>(n), static_cast<std::int64_t>(m),
+                                       static_cast<std::int64_t>(k), &alpha, b, type, static_cast<std::int64_t>(ldb),
+                                       a, type, static_cast<std::int64_t>(lda), &beta, c, type,
+                                       static_cast<std::int64_t>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx_64", d);
+#endif
 }
 
 }  // namespace locus::backend

@@ -123,8 +123,21 @@ struct matmul_expr {
     const value_type* pa = a.kernel().p;
     const value_type* pb = b.kernel().p;
     const std::size_t k = inner_a();
-    if constexpr (is_half_float_v<value_type>) {
-      // 16-bit operands: widened to float, one float product, rounded once into out.
+    if constexpr (is_half_float_v<value_type> && !backend::runs_on_host<D>) {
+      // A CUDA GPU: cuBLAS's 16-bit product on the tensor cores, float accumulation, rounded once.
+      const auto overlaps = [&](const value_type* p, std::size_t n) {
+        return n != 0 && out.size() != 0 && p < out.data() + out.size() && out.data() < p + n;
+      };
+      if (overlaps(pa, a.shape().size()) || overlaps(pb, b.shape().size())) {
+        auto tmp = tensor<value_type, D, 2>::uninitialized_of(s);
+        if (accumulate) backend::copy(id_of<D>, tmp.data(), id_of<D>, out.data(), out.size() * sizeof(value_type));
+        backend::gemm_16bit<D>(ta, tb, s[0], s[1], k, pa, a.shape()[1], pb, b.shape()[1], accumulate, tmp.data(), s[1]);
+        backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(value_type));
+      } else {
+        backend::gemm_16bit<D>(ta, tb, s[0], s[1], k, pa, a.shape()[1], pb, b.shape()[1], accumulate, out.data(), s[1]);
+      }
+    } else if constexpr (is_half_float_v<value_type>) {
+      // Host-run devices: the operands widened to float, one float product (CBLAS), rounded once.
       auto fa = tensor<float, D, 2>::uninitialized_of(a.shape());
       auto fb = tensor<float, D, 2>::uninitialized_of(b.shape());
       auto fo = tensor<float, D, 2>::uninitialized_of(s);
