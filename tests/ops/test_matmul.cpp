@@ -67,6 +67,28 @@ TEMPLATE_LIST_TEST_CASE("matmul writes into a destination and accumulates with +
   CHECK(a.to_vector() == std::vector<T>{T(7), T(10), T(15), T(22)});
 }
 
+TEMPLATE_LIST_TEST_CASE("matmul(a, b, tf32) is the float product, accumulation and transposes kept",
+                        "[ops][matmul][tf32]", locus_test::devices) {
+  using D = TestType;
+  const auto va = random_values<float>(6 * 5, -1, 1, 7), vb = random_values<float>(5 * 4, -1, 1, 8);
+  const tensor<float, D, 2> a = to<D>(tensor<float, cpu, 2>(shape{6, 5}, va));
+  const tensor<float, D, 2> b = to<D>(tensor<float, cpu, 2>(shape{5, 4}, vb));
+  tensor<float, D, 2> exact = matmul(a, b), fast = matmul(a, b, tf32);
+  const auto e = to<cpu>(exact).to_vector(), f = to<cpu>(fast).to_vector();
+  // TF32 keeps 10 of float's 23 fraction bits in the products: within 2^-10 relative of the sum of
+  // magnitudes on a CUDA GPU; host-run devices compute the float product exactly.
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    if constexpr (backend::runs_on_host<D>) CHECK(f[i] == e[i]);
+    else CHECK(std::abs(f[i] - e[i]) <= 5.f * 0x1p-10f);
+  }
+  fast += matmul(a, b, tf32);
+  const auto twice = to<cpu>(fast).to_vector();
+  CHECK(std::abs(twice[3] - 2 * e[3]) <= 1e-2f);
+  const tensor<float, D, 2> t = matmul(transpose(b), transpose(a), tf32);
+  CHECK(t.shape() == shape<2>{4, 6});
+  CHECK(std::abs(to<cpu>(t).to_vector()[1] - e[4]) <= 1e-2f);  // (B^T A^T)[0, 1] = (A B)[1, 0]
+}
+
 TEST_CASE("matmul checks inner extents before running", "[ops][matmul][errors]") {
   tensor<float, cpu, 2> a(shape{2, 3}), b(shape{4, 2});
   CHECK_THROWS_WITH(on<cpu>(matmul(a, b)), "locus: matmul: the inner extents differ: [2, 3] x [4, 2]");

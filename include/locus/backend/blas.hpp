@@ -173,7 +173,7 @@ inline void check_cublas(cublasStatus_t s, const char* call, device_id d) {
 /// ldc are the row lengths of A, B and C as stored.
 template <device D, class T>
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, [[maybe_unused]] bool tf32 = false) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "locus: matmul supports float and double");
   const device_id d = id_of<D>;
   auto& reg = registry::instance();
@@ -223,6 +223,17 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha
     cublasHandle_t h = detail::cublas_handle(d);
     detail::check_cublas(cublasSetStream(h, reg.stream(d)), "cublasSetStream", d);
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if constexpr (std::is_same_v<T, float>) {
+      if (tf32) {  // matmul(a, b, tf32): the TF32 tensor cores, float accumulation
+        detail::check_cublas(
+            cublasGemmEx_64(h, opb, opa, static_cast<std::int64_t>(n), static_cast<std::int64_t>(m),
+                            static_cast<std::int64_t>(k), &alpha, b, CUDA_R_32F, static_cast<std::int64_t>(ldb), a,
+                            CUDA_R_32F, static_cast<std::int64_t>(lda), &beta, c, CUDA_R_32F,
+                            static_cast<std::int64_t>(ldc), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx_64 (TF32)", d);
+        return;
+      }
+    }
     if (!fits_int) {
       const auto M = static_cast<std::int64_t>(m), N = static_cast<std::int64_t>(n), K = static_cast<std::int64_t>(k);
       const auto la = static_cast<std::int64_t>(lda), lb = static_cast<std::int64_t>(ldb),
