@@ -65,7 +65,8 @@ LOCUS_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float f) noexcept {
   // 2^16 and above: inf; NaN: quiet, the payload's top bits kept.
   const std::uint32_t big = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x03ffu)) : 0x7c00u;
   const std::uint32_t r = pick(a >= 0x47800000u, big, pick(a < 0x38800000u, sub, normal));
-  return static_cast<std::uint16_t>(static_cast<std::int32_t>(sign | r));
+  // Sign-extended from 16 bits, so that x86 packs the lanes with one signed pack (as above).
+  return static_cast<std::uint16_t>(static_cast<std::int32_t>((sign | r) << 16) >> 16);
 }
 
 /// d rounded to float toward zero with the lowest bit set when inexact ("round to odd"): rounding
