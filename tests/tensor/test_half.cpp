@@ -180,3 +180,21 @@ TEST_CASE("16-bit types: limits, comparisons, printing, constexpr", "[half]") {
   // tensors' business (in float).
   CHECK(float(half(2049.f)) == 2048.f);
 }
+
+TEST_CASE("integers convert to 16 bits in one rounding, 64-bit ones too", "[half]") {
+  // Just above a bfloat16 midpoint, but a midpoint once rounded to double's 53 bits: rounding
+  // through double would tie to even, down.
+  const long long v = (1ll << 62) + (1ll << 54) + 1;
+  const unsigned long long u = (1ull << 63) + (1ull << 55) + 1;
+  CHECK(bfloat16(v).bits == 0x5e81);
+  CHECK(bfloat16(u).bits == 0x5f01);
+  CHECK(bfloat16(-v).bits == 0xde81);
+  CHECK(bfloat16((1ll << 62) + (1ll << 54)).bits == 0x5e80);  // the tie itself: to even
+  CHECK(bfloat16(std::numeric_limits<long long>::min()).bits == 0xdf00);  // -2^63, exact
+  CHECK(bfloat16(std::numeric_limits<unsigned long long>::max()).bits == 0x5f80);  // rounds up to 2^64
+  CHECK(half(65519).bits == 0x7bff);
+  CHECK(half(65520).bits == 0x7c00);
+  CHECK(half(std::numeric_limits<long long>::max()).bits == 0x7c00);
+  CHECK(half(-2049).bits == half(-2048.f).bits);  // a tie between 2048 and 2050: to even
+  CHECK(bfloat16(true).bits == bfloat16(1.f).bits);
+}

@@ -191,3 +191,33 @@ TEMPLATE_LIST_TEST_CASE("a 16-bit product is a float product rounded once", "[ha
   const tensor<H, D, 2> ct = matmul(transpose(tb), transpose(ta));
   CHECK(to<cpu>(ct).shape() == shape<2>{n, m});
 }
+
+TEMPLATE_LIST_TEST_CASE("16-bit operands beside rank-0 floats, bool conditions and random numbers", "[half]",
+                        half_cases) {
+  using D = typename TestType::device;
+  using H = typename TestType::value;
+  const auto h = from_floats<H, D>({1.f, 2.f, 3.f, 6.f});
+  // A mean is a float; h - mean(h) is a 16-bit expression, as h - 3.f is.
+  const tensor<H, D> centred = h - mean(h);
+  CHECK(float(to<cpu>(centred).to_vector()[3]) == 3.f);
+  // where's condition does not take part in the element type: a 16-bit condition choosing floats
+  // gives floats, a bool condition choosing 16-bit values gives 16-bit values.
+  auto chosen = on<D>(where(h > 2.f, 0.1f, 0.2f));
+  static_assert(std::is_same_v<typename decltype(chosen)::value_type, float>);
+  CHECK(to<cpu>(chosen).to_vector()[3] == 0.1f);
+  auto by_16 = on<D>(where(h, 0.1f, 0.2f));
+  static_assert(std::is_same_v<typename decltype(by_16)::value_type, float>);
+  const tensor<float, D> f = to<D>(tensor<float, cpu>{-1.f, 1.f, -1.f, 1.f});
+  const tensor<H, D> picked = where(f > 0.f, h, 0);
+  CHECK(float(to<cpu>(picked).to_vector()[1]) == 2.f);
+  CHECK(float(to<cpu>(picked).to_vector()[2]) == 0.f);
+  // Random numbers of a 16-bit type: rounded to it, usable in expressions and reductions.
+  const tensor<H, D> r = random::uniform<H>(shape<1>{1000}, 7, -1.0, 1.0);
+  const tensor<H, D> twice = random::uniform<H>(shape<1>{1000}, 7, -1.0, 1.0) * 2.f;
+  const auto rv = to<cpu>(r).to_vector(), tv = to<cpu>(twice).to_vector();
+  for (std::size_t i = 0; i < rv.size(); ++i) CHECK(float(tv[i]) == float(H(2.f * float(rv[i]))));
+  const float s = to<cpu>(on<D>(sum(random::uniform<H>(shape<1>{1000}, 7, -1.0, 1.0)))).to_vector()[0];
+  double ref = 0;
+  for (const H v : rv) ref += double(float(v));
+  CHECK(std::abs(double(s) - ref) < 1e-3);
+}

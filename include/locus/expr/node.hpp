@@ -269,12 +269,25 @@ struct scalar {
   }
 };
 
+namespace detail {
+template <class K>
+struct generated_value {
+  using type = std::remove_cvref_t<decltype(std::declval<const K&>()(std::size_t{}))>;
+};
+template <class K>
+  requires requires { typename K::value_type; }
+struct generated_value<K> {
+  using type = typename K::value_type;
+};
+}  // namespace detail
+
 /// A device-agnostic operand computed from the element index alone (column indices, counter-based
 /// random numbers): it runs on whatever device the expression is bound to.
 template <class K, int R>
 struct generated {
   using locus_node = void;
-  using value_type = std::remove_cvref_t<decltype(std::declval<const K&>()(std::size_t{}))>;
+  /// K::value_type when K says (a 16-bit type it hands on as float), else what K returns.
+  using value_type = typename detail::generated_value<K>::type;
   static constexpr int rank = R;
   using devices = type_list<>;
   using operations = type_list<>;
@@ -434,15 +447,38 @@ inline constexpr bool is_scalar_node_v = false;
 template <class T>
 inline constexpr bool is_scalar_node_v<scalar<T>> = true;
 
-/// Some operand, a scalar aside, holds H (a 16-bit float type).
+/// An operand that takes part in the element type: not a scalar, and not a rank-0 float (a sum or
+/// mean of 16-bit values is a float: `h - mean(h)` is a 16-bit expression, as `h - 0.5f` is).
+template <class C>
+inline constexpr bool typed_operand_v =
+    !is_scalar_node_v<C> && !(C::rank == 0 && std::is_same_v<typename C::value_type, float>);
+
+/// The operands whose element types meet: where(c, a, b)'s condition is not one of them.
+template <class Op, class... Cs>
+struct value_operands {
+  using type = type_list<Cs...>;
+};
+template <class C, class A, class B>
+struct value_operands<ops::select, C, A, B> {
+  using type = type_list<A, B>;
+};
+
+template <class H, class L>
+struct holds;
 template <class H, class... Cs>
-inline constexpr bool holds_v = ((!is_scalar_node_v<Cs> && std::is_same_v<typename Cs::value_type, H>) || ...);
-/// Some operand holds H and another, neither a scalar nor a bool (a where's condition), does not.
+struct holds<H, type_list<Cs...>> : std::bool_constant<((typed_operand_v<Cs> && std::is_same_v<typename Cs::value_type, H>) || ...)> {};
+template <class H, class L>
+struct mixes;
 template <class H, class... Cs>
-inline constexpr bool mixes_v =
-    holds_v<H, Cs...> && ((!is_scalar_node_v<Cs> && !std::is_same_v<typename Cs::value_type, H> &&
-                           !std::is_same_v<typename Cs::value_type, bool>) ||
-                          ...);
+struct mixes<H, type_list<Cs...>>
+    : std::bool_constant<holds<H, type_list<Cs...>>::value &&
+                         ((typed_operand_v<Cs> && !std::is_same_v<typename Cs::value_type, H>) || ...)> {};
+
+/// Some value operand holds H (a 16-bit float type), or holds H and another element type.
+template <class H, class Op, class... Cs>
+inline constexpr bool holds_v = holds<H, typename value_operands<Op, Cs...>::type>::value;
+template <class H, class Op, class... Cs>
+inline constexpr bool mixes_v = mixes<H, typename value_operands<Op, Cs...>::type>::value;
 
 /// The element type of Op over Cs: what Op returns on the operands' compute types (float for the
 /// 16-bit types), except that a float computed from bfloat16 (half) operands is stored as bfloat16
@@ -451,8 +487,8 @@ template <class Op, class... Cs>
 struct stored_type {
   using computed = std::remove_cvref_t<decltype(std::declval<const Op&>()(std::declval<compute_t<typename Cs::value_type>>()...))>;
   using type = std::conditional_t<
-      std::is_same_v<computed, float> && holds_v<bfloat16, Cs...>, bfloat16,
-      std::conditional_t<std::is_same_v<computed, float> && holds_v<half, Cs...>, half, computed>>;
+      std::is_same_v<computed, float> && holds_v<bfloat16, Op, Cs...>, bfloat16,
+      std::conditional_t<std::is_same_v<computed, float> && holds_v<half, Op, Cs...>, half, computed>>;
 };
 template <class U, class... Cs>
 struct stored_type<ops::cast<U>, Cs...> {
@@ -471,11 +507,11 @@ struct node {
   static_assert(((Cs::rank == 0 || Cs::rank == rank || (rank == 2 && Cs::rank == 1)) && ...),
                 "locus: the operands of an elementwise expression must have the same rank, be scalars, or be "
                 "rows (rank 1) of a rank-2 expression");
-  static_assert(!detail::mixes_v<bfloat16, Cs...>,
+  static_assert(!detail::mixes_v<bfloat16, Op, Cs...>,
                 "locus: an expression mixes bfloat16 operands with operands of another element type: write the "
                 "conversion, cast<float>(x) on the bfloat16 one (computed and stored in float) or cast<bfloat16>(y) "
                 "on the other (stored in bfloat16)");
-  static_assert(!detail::mixes_v<half, Cs...>,
+  static_assert(!detail::mixes_v<half, Op, Cs...>,
                 "locus: an expression mixes half operands with operands of another element type: write the "
                 "conversion, cast<float>(x) on the half one (computed and stored in float) or cast<half>(y) on the "
                 "other (stored in half)");

@@ -34,20 +34,26 @@ LOCUS_HOST_DEVICE inline double scale(double lo, double hi, double u) {
 #endif
 }
 
+// The kernels give T's values (a 16-bit T: rounded to T, handed on as float, as a load does).
 template <class T>
 struct uniform_kernel {
+  using value_type = T;
   std::uint64_t seed;
   double lo, hi;
-  LOCUS_HOST_DEVICE T operator()(std::size_t i) const { return static_cast<T>(scale(lo, hi, unit(hash(seed, i)))); }
+  LOCUS_HOST_DEVICE compute_t<T> operator()(std::size_t i) const {
+    return static_cast<compute_t<T>>(static_cast<T>(scale(lo, hi, unit(hash(seed, i)))));
+  }
 };
 template <class T>
 struct normal_kernel {
+  using value_type = T;
   std::uint64_t seed;
   double mean, stddev;
-  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+  LOCUS_HOST_DEVICE compute_t<T> operator()(std::size_t i) const {
     const double u1 = 1.0 - unit(hash(seed, 2 * i));  // (0, 1]: log stays finite
     const double u2 = unit(hash(seed, 2 * i + 1));
-    return static_cast<T>(mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    return static_cast<compute_t<T>>(
+        static_cast<T>(mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2)));
   }
 };
 

@@ -82,6 +82,25 @@ LOCUS_HOST_DEVICE constexpr float round_to_odd(double d) noexcept {
   return std::bit_cast<float>(u | 1u);
 }
 
+/// Integer i as a double rounded to odd (at 53 bits): exact below 2^53; wider integers keep 53 bits
+/// with the lowest set when any dropped bit was, so that rounding on to 16 bits is one rounding.
+template <class I>
+LOCUS_HOST_DEVICE constexpr double integer_to_odd_double(I i) noexcept {
+  if constexpr (sizeof(I) < 8) {
+    return static_cast<double>(i);  // exact
+  } else {
+    const bool negative = std::is_signed_v<I> && i < 0;
+    std::uint64_t u = negative ? 0u - static_cast<std::uint64_t>(i) : static_cast<std::uint64_t>(i);
+    double scale = 1.0;
+    while (u >= (std::uint64_t{1} << 53)) {  // at most 11 steps
+      u = (u >> 1) | (u & 1u);  // a dropped 1 stays as the lowest bit (sticky)
+      scale *= 2.0;
+    }
+    const double d = static_cast<double>(u) * scale;  // exact: u < 2^53, scale a power of two
+    return negative ? -d : d;
+  }
+}
+
 LOCUS_HOST_DEVICE constexpr float half_bits_to_float(std::uint16_t h) noexcept {
   const std::uint32_t em = h & 0x7fffu, sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t normal = (em << 13) + (112u << 23);                               // rebias 15 -> 127
@@ -102,7 +121,7 @@ struct bfloat16 {
   LOCUS_HOST_DEVICE constexpr explicit bfloat16(double d) noexcept : bfloat16(detail::round_to_odd(d)) {}
   template <class I>
     requires std::is_integral_v<I>
-  LOCUS_HOST_DEVICE constexpr explicit bfloat16(I i) noexcept : bfloat16(static_cast<double>(i)) {}
+  LOCUS_HOST_DEVICE constexpr explicit bfloat16(I i) noexcept : bfloat16(detail::integer_to_odd_double(i)) {}
   LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::bfloat16_bits_to_float(bits); }
   LOCUS_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
     bfloat16 h;
@@ -125,7 +144,7 @@ struct half {
   LOCUS_HOST_DEVICE constexpr explicit half(double d) noexcept : half(detail::round_to_odd(d)) {}
   template <class I>
     requires std::is_integral_v<I>
-  LOCUS_HOST_DEVICE constexpr explicit half(I i) noexcept : half(static_cast<double>(i)) {}
+  LOCUS_HOST_DEVICE constexpr explicit half(I i) noexcept : half(detail::integer_to_odd_double(i)) {}
   LOCUS_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::half_bits_to_float(bits); }
   LOCUS_HOST_DEVICE static constexpr half from_bits(std::uint16_t b) noexcept {
     half h;
