@@ -55,7 +55,7 @@ template <class T, class L, device D>
 /// Row-wise softmax of logits z [rows, classes].
 template <class T, device D>
 [[nodiscard]] tensor<T, D, 2> softmax(const tensor<T, D, 2>& z) {
-  static_assert(std::is_floating_point_v<T>, "locus: softmax needs floating-point logits");
+  static_assert(std::is_floating_point_v<T>, "locus: softmax needs float or double logits (bfloat16 or half ones: cast<float>(z) first)");
   auto row_max = on<D>(max<1>(z));
   auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
   return on<D>(exp(z - col(row_max)) / col(row_sum));
@@ -64,7 +64,7 @@ template <class T, device D>
 /// Row-wise log-softmax: z - max - log(sum(exp(z - max))).
 template <class T, device D>
 [[nodiscard]] tensor<T, D, 2> log_softmax(const tensor<T, D, 2>& z) {
-  static_assert(std::is_floating_point_v<T>, "locus: log_softmax needs floating-point logits");
+  static_assert(std::is_floating_point_v<T>, "locus: log_softmax needs float or double logits (bfloat16 or half ones: cast<float>(z) first)");
   auto row_max = on<D>(max<1>(z));
   auto row_sum = on<D>(sum<1>(exp(z - col(row_max))));
   return on<D>(z - col(row_max) - col(log(row_sum)));
@@ -116,7 +116,7 @@ struct softmax_xent_row {
 /// shape_error when the counts differ.
 template <class T, device D, class L>
 [[nodiscard]] loss_and_gradient<T, D> softmax_cross_entropy(const tensor<T, D, 2>& z, const tensor<L, D, 1>& labels) {
-  static_assert(std::is_floating_point_v<T>, "locus: softmax_cross_entropy needs floating-point logits");
+  static_assert(std::is_floating_point_v<T>, "locus: softmax_cross_entropy needs float or double logits (bfloat16 or half ones: cast<float>(z) first)");
   static_assert(std::is_integral_v<L>, "locus: softmax_cross_entropy takes integer labels");
   detail::check_labels(z, labels, "softmax_cross_entropy");
   const std::size_t rows = z.extent(0), classes = z.extent(1);
