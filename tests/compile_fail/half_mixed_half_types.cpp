@@ -1,5 +1,6 @@
-// half and bfloat16 do not mix either: one of them is converted, by a cast the program writes.
-// expect: locus: an expression mixes half operands with operands of another element type
+// half and bfloat16 do not mix either: one of them is converted, by a cast the program writes. (The
+// bfloat16 rule is checked first: Clang reports only the first failed assertion of a class.)
+// expect: locus: an expression mixes bfloat16 operands with operands of another element type
 // variant: host
 #include <locus/locus.hpp>
 int main() {
