@@ -11,8 +11,10 @@
 // never a finite value; NaN never becomes inf; subnormal results round correctly; -0 stays -0.
 //
 // Conversions are explicit in both directions: `bfloat16(x)` rounds, `float(h)` widens. Arithmetic
-// on single values is not defined here: tensors of these types compute in float inside a fused
-// kernel and round once at the store.
+// and comparisons on single values are not defined here (compare float(a) == float(b), or the bits):
+// tensors of these types compute in float inside a fused kernel and round once at the store. (An
+// operator== of these types, even a hidden friend, also made nvcc 13 reject `a == b` of two float
+// tensors inside templates: "no operator == matches these operands".)
 #include <locus/config.hpp>
 
 #include <bit>
@@ -128,10 +130,6 @@ struct bfloat16 {
     h.bits = b;
     return h;
   }
-  /// IEEE comparison: NaN equals nothing, -0 == +0.
-  LOCUS_HOST_DEVICE friend constexpr bool operator==(bfloat16 a, bfloat16 b) noexcept {
-    return float(a) == float(b);
-  }
 };
 
 /// half: IEEE 754 binary16, 1 sign, 5 exponent, 10 fraction bits (largest finite 65504).
@@ -151,7 +149,6 @@ struct half {
     h.bits = b;
     return h;
   }
-  LOCUS_HOST_DEVICE friend constexpr bool operator==(half a, half b) noexcept { return float(a) == float(b); }
 };
 
 static_assert(sizeof(bfloat16) == 2 && sizeof(half) == 2);
