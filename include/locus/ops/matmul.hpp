@@ -135,17 +135,9 @@ struct matmul_expr {
     const std::size_t k = inner_a();
     if constexpr (is_half_float_v<value_type> && !backend::runs_on_host<D>) {
       // A CUDA GPU: cuBLAS's 16-bit product on the tensor cores, float accumulation, rounded once.
-      const auto overlaps = [&](const value_type* p, std::size_t n) {
-        return n != 0 && out.size() != 0 && p < out.data() + out.size() && out.data() < p + n;
-      };
-      if (overlaps(pa, a.shape().size()) || overlaps(pb, b.shape().size())) {
-        auto tmp = tensor<value_type, D, 2>::uninitialized_of(s);
-        if (accumulate) backend::copy(id_of<D>, tmp.data(), id_of<D>, out.data(), out.size() * sizeof(value_type));
-        backend::gemm_16bit<D>(ta, tb, s[0], s[1], k, pa, a.shape()[1], pb, b.shape()[1], accumulate, tmp.data(), s[1]);
-        backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(value_type));
-      } else {
-        backend::gemm_16bit<D>(ta, tb, s[0], s[1], k, pa, a.shape()[1], pb, b.shape()[1], accumulate, out.data(), s[1]);
-      }
+      into_out_or_temporary(out, pa, pb, [&](value_type* c) {
+        backend::gemm_16bit<D>(ta, tb, s[0], s[1], k, pa, a.shape()[1], pb, b.shape()[1], accumulate, c, s[1]);
+      });
     } else if constexpr (is_half_float_v<value_type>) {
       // Host-run devices: the operands widened to float, one float product (CBLAS), rounded once.
       auto fa = tensor<float, D, 2>::uninitialized_of(a.shape());
@@ -158,27 +150,27 @@ struct matmul_expr {
                        accumulate ? 1.f : 0.f, fo.data(), s[1]);
       backend::transform<D>(fo.size(), load_kernel<float>{fo.data()}, out.data());
     } else {
-      write_same_type<D>(out, pa, pb, s, k);
+      into_out_or_temporary(out, pa, pb, [&](value_type* c) {
+        backend::gemm<D>(ta, tb, s[0], s[1], k, value_type(1), pa, a.shape()[1], pb, b.shape()[1],
+                         accumulate ? value_type(1) : value_type(0), c, s[1], tf32);
+      });
     }
   }
 
 private:
-  template <device D>
-  void write_same_type(const tensor_view<value_type, D, 2>& out, const value_type* pa, const value_type* pb,
-                       const locus::shape<2>& s, std::size_t k) const {
+  /// product(c) writes the product into c: out itself, or a temporary copied into out when out
+  /// overlaps an operand (holding out's values first when the product accumulates).
+  template <device D, class F>
+  void into_out_or_temporary(const tensor_view<value_type, D, 2>& out, const value_type* pa, const value_type* pb,
+                             const F& product) const {
     const auto overlaps = [&](const value_type* p, std::size_t n) {
       return n != 0 && out.size() != 0 && p < out.data() + out.size() && out.data() < p + n;
     };
-    if (overlaps(pa, a.shape().size()) || overlaps(pb, b.shape().size())) {
-      auto tmp = tensor<value_type, D, 2>::uninitialized_of(s);
-      if (accumulate) backend::copy(id_of<D>, tmp.data(), id_of<D>, out.data(), out.size() * sizeof(value_type));
-      backend::gemm<D>(ta, tb, s[0], s[1], k, value_type(1), pa, a.shape()[1], pb, b.shape()[1],
-                       accumulate ? value_type(1) : value_type(0), tmp.data(), s[1], tf32);
-      backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(value_type));
-      return;
-    }
-    backend::gemm<D>(ta, tb, s[0], s[1], k, value_type(1), pa, a.shape()[1], pb, b.shape()[1],
-                     accumulate ? value_type(1) : value_type(0), out.data(), s[1], tf32);
+    if (!overlaps(pa, a.shape().size()) && !overlaps(pb, b.shape().size())) return product(out.data());
+    auto tmp = tensor<value_type, D, 2>::uninitialized_of(out.shape());
+    if (accumulate) backend::copy(id_of<D>, tmp.data(), id_of<D>, out.data(), out.size() * sizeof(value_type));
+    product(tmp.data());
+    backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(value_type));
   }
 
   std::size_t inner_a() const { return ta ? a.shape()[0] : a.shape()[1]; }
