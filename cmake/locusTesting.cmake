@@ -70,5 +70,8 @@ else()
   set(LOCUS_TEST_VARIANTS "host;emulated" CACHE STRING "Test variants to build: host, emulated")
 endif()
 option(LOCUS_BUILD_COMPILE_CHECKS "Compile-fail tests and header self-containment checks" ON)
+# Only the test files with tests that use threads (the tsan preset: its tests are those, and the
+# other files cost most of its build).
+option(LOCUS_TEST_THREADS_ONLY "Test targets compile only the files whose tests use threads" OFF)
 # Run the CUDA tests (only where a GPU is present; CI compiles them without running).
 option(LOCUS_RUN_GPU_TESTS "Register the CUDA tests with CTest" OFF)

@@ -10,7 +10,6 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -288,19 +287,6 @@ TEST_CASE("ad: errors name what is wrong", "[ad]") {
   // A throwing step leaves nothing behind: the next call works.
   auto g = ad::grad([](auto& a) { return sum(a * a); }, v);
   CHECK(g.to_vector() == std::vector<float>{2.f, 2.f, 2.f});
-}
-
-TEST_CASE("ad: two threads differentiate at once", "[ad]") {
-  auto work = [](float k, std::vector<float>& out) {
-    tensor<float, cpu> a(shape{1000}, k);
-    for (int i = 0; i < 20; ++i) out = ad::grad([](auto& x) { return sum(x * x * x); }, a).to_vector();
-  };
-  std::vector<float> r1, r2;
-  std::thread t1(work, 1.f, std::ref(r1)), t2(work, 2.f, std::ref(r2));
-  t1.join();
-  t2.join();
-  CHECK(r1 == std::vector<float>(1000, 3.f));
-  CHECK(r2 == std::vector<float>(1000, 12.f));
 }
 
 TEST_CASE("ad: NaN and infinity propagate into gradients, an empty parameter has an empty gradient", "[ad]") {

@@ -1,5 +1,7 @@
 #include "../common/test_support.hpp"
 
+#include <locus/ad/ad.hpp>
+
 #include <atomic>
 #include <limits>
 #include <memory>
@@ -216,4 +218,17 @@ TEST_CASE("configure_logical_gpus racing allocations on other threads never free
 #if LOCUS_HAS_GPUS
   CHECK(gpu_count() == 2);  // a refused configuration changes nothing
 #endif
+}
+
+TEST_CASE("ad: two threads differentiate at once", "[ad]") {
+  auto work = [](float k, std::vector<float>& out) {
+    tensor<float, cpu> a(shape{1000}, k);
+    for (int i = 0; i < 20; ++i) out = ad::grad([](auto& x) { return sum(x * x * x); }, a).to_vector();
+  };
+  std::vector<float> r1, r2;
+  std::thread t1(work, 1.f, std::ref(r1)), t2(work, 2.f, std::ref(r2));
+  t1.join();
+  t2.join();
+  CHECK(r1 == std::vector<float>(1000, 3.f));
+  CHECK(r2 == std::vector<float>(1000, 12.f));
 }
