@@ -200,4 +200,34 @@ TEST_CASE("any_gpu is the current device of a device_scope, and nothing outside 
   kept = tensor<float, any_gpu>{};
   CHECK(memory_stats(id_of<gpu<1>>).live_bytes == before1);
 }
+
+TEST_CASE("a gpu<N> evaluation runs as any_gpu on gpu<N>, inside any scope, and leaves the scope as it was",
+          "[device][any_gpu]") {
+  tensor<float, gpu<1>> a(shape{300}, 2.f);
+  const auto before0 = memory_stats(id_of<gpu<0>>).live_bytes;
+  const auto check = [&] {
+    std::string lines;
+    tensor<float, gpu<1>> b, c(shape{300}, 1.f);
+    {
+      scoped_placement_log log([&](std::string_view l) { lines += std::string(l) + "\n"; });
+      b = on<gpu<1>>(a * 3.f + sum(a));  // evaluate, with a staged reduction
+      c = c + b;                         // assign in place
+      const tensor<float, gpu<1>, 2> x(shape{1, 300}, 1.f), y(shape{300, 1}, 1.f);
+      tensor<float, gpu<1>, 2> m = matmul(x, y);  // a product
+      CHECK(m.to_vector() == std::vector<float>{300.f});
+    }
+    CHECK(b.to_vector() == std::vector<float>(300, 606.f));
+    CHECK(c.to_vector() == std::vector<float>(300, 607.f));
+    CHECK(lines.find("GPU:1") != std::string::npos);
+    CHECK(lines.find("GPU:0") == std::string::npos);
+    CHECK(memory_stats(id_of<gpu<0>>).live_bytes == before0);  // nothing allocated on the scope's GPU
+  };
+  check();  // outside any scope: none is left behind
+  CHECK_THROWS_AS((void)device_id(id_of<any_gpu>), device_error);
+  {
+    const device_scope zero(id_of<gpu<0>>);
+    check();  // inside gpu<0>'s scope: still gpu<1>, and gpu<0>'s scope comes back
+    CHECK(device_id(id_of<any_gpu>) == id_of<gpu<0>>);
+  }
+}
 #endif

@@ -309,6 +309,21 @@ private:
   int previous_;
 };
 
+namespace detail {
+/// device_scope without the check (the caller has required d): evaluations of gpu<N> expressions
+/// run as any_gpu inside one (placement/on.hpp).
+class checked_gpu_scope {
+public:
+  explicit checked_gpu_scope(device_id d) noexcept : previous_(current_gpu_slot()) { current_gpu_slot() = d.index; }
+  checked_gpu_scope(const checked_gpu_scope&) = delete;
+  checked_gpu_scope& operator=(const checked_gpu_scope&) = delete;
+  ~checked_gpu_scope() { current_gpu_slot() = previous_; }
+
+private:
+  int previous_;
+};
+}  // namespace detail
+
 /// Returns every block cached by d's arena to the system (cudaFree, operator delete) now. Blocks
 /// in use are untouched; later allocations on d take memory from the system again.
 inline void release_cached(device_id d) { backend::registry::instance().arena(d).release_cached(); }

@@ -173,12 +173,34 @@ using evaluable_t = decltype(to_evaluable(std::declval<E>()));
 template <class E>
 concept evaluable = expr::operand<E> || special_expression<E>;
 
+/// gpu<N>: a GPU known at compile time (not any_gpu, not the cpu).
+template <class D>
+concept static_gpu = D::kind == device_kind::gpu && !is_dynamic_v<D>;
+
+/// Retags every leaf of device type D as any_gpu (the same memory; inside a device_scope of D).
+template <device D>
+struct leaves_as_any_gpu {
+  template <class L>
+  auto operator()(const L& l) const {
+    if constexpr (std::is_same_v<typename L::device_type, D>)
+      return expr::leaf<typename L::value_type, any_gpu, L::rank>{retag<any_gpu>(l.view)};
+    else
+      return l;
+  }
+};
+
 /// Writes n (all leaves on D, all kernels available, no staged operands left) into dst, shapes
-/// already checked; logs nothing.
+/// already checked; logs nothing. Below this point a GPU is any_gpu: a gpu<N> tree is retagged
+/// and written inside a device_scope of gpu<N>, so that every gpu<N> shares one kernel, one
+/// reduction and one product per expression (the type keeps the device for the checks above).
 template <device D, class N, class T, int R>
 void write_into(const N& n, const tensor_view<T, D, R>& dst) {
   static_assert(!expr::has_staged_v<N>, "locus: internal: staged operands are evaluated before the kernel");
-  if constexpr (special_expression<N>) {
+  if constexpr (static_gpu<D>) {
+    const checked_gpu_scope scope(id_of<D>);
+    const leaves_as_any_gpu<D> as_any;
+    write_into<any_gpu>(n.rebind(as_any), retag<any_gpu>(dst));
+  } else if constexpr (special_expression<N>) {
     n.template write<D>(dst);
   } else {
     // Every operand has the result's shape: on a GPU its pointers go to CUB as inputs
@@ -297,12 +319,54 @@ auto evaluate(const N& n) {
         log_line(std::string("soft placement: ") + operation_type(static_cast<typename P::missing*>(nullptr)) +
                  " has no kernel for " + log_device(id_of<D>) + "; running on " + log_device(id_of<cpu>));
     }
-    if constexpr (std::is_same_v<Run, D> && std::is_void_v<typename P::foreign>) {
+    if constexpr (std::is_same_v<Run, D> && std::is_void_v<typename P::foreign> && static_gpu<D>) {
+      // Below the typed surface a GPU is any_gpu: one run per expression for every gpu<N>.
+      const checked_gpu_scope scope(id_of<D>);
+      const leaves_as_any_gpu<D> as_any;
+      return adopt<D>(run<any_gpu>(n.rebind(as_any)));
+    } else if constexpr (std::is_same_v<Run, D> && std::is_void_v<typename P::foreign>) {
       return run<Run>(n);
     } else {
       copy_leaves_to<Run> copy;
       return run<Run>(n.rebind(copy));
     }
+  }
+}
+
+/// The run-time part of an assignment: n (shapes checked) into out, through a temporary when an
+/// operand overlaps out other than element for element; operands on other devices are copied to
+/// D first (implicit_transfers). Logged as one evaluation.
+template <class T, device D, int R, class N>
+void write_view(const tensor_view<T, D, R>& out, const N& n) {
+  const log_entry entry;  // the copies implicit_transfers makes and the nodes: one evaluation
+  // An operand that shares memory with the destination other than element for element (a shifted
+  // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
+  // such an expression is evaluated into a temporary first. `a = a + b` stays in place.
+  // Staged operands (a product inside the expression) are evaluated into temporaries first, so
+  // the probe sees what the final kernel reads.
+  const auto write = [&](const auto& staged_tree) {
+    log_evaluation<D>(staged_tree);
+    with_staged<D>(staged_tree, [&](const auto& m) {
+      using M = std::remove_cvref_t<decltype(m)>;
+      if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
+        // A reduction reads other elements than the one it writes: any shared memory counts.
+        overlap_probe<T, D, R> probe{out, !special_expression<M>};
+        (void)m.rebind(probe);
+        if (probe.partial) {
+          auto tmp = tensor<T, D, R>::uninitialized_of(out.shape());
+          write_into<D>(m, tmp.view());
+          backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(T));
+          return;
+        }
+      }
+      write_into<D>(m, out);
+    });
+  };
+  if constexpr (std::is_void_v<foreign_device_t<D, N>>) {
+    write(n);
+  } else {
+    copy_leaves_to<D> copy;
+    write(n.rebind(copy));
   }
 }
 
@@ -339,35 +403,13 @@ void assign(Dst& dst, E&& e) {
     else out = dst;
     check_destination_shape(n, out.shape());
     if (out.size() != n.shape().size()) throw_empty_rank0_view();  // a rank-0 view of an empty rank-0 tensor
-    const log_entry entry;  // the copies implicit_transfers makes and the nodes: one evaluation
-    // An operand that shares memory with the destination other than element for element (a shifted
-    // view, a row broadcast over its own matrix) would read values the kernel already overwrote:
-    // such an expression is evaluated into a temporary first. `a = a + b` stays in place.
-    // Staged operands (a product inside the expression) are evaluated into temporaries first, so
-    // the probe sees what the final kernel reads.
-    const auto write = [&](const auto& staged_tree) {
-      log_evaluation<D>(staged_tree);
-      with_staged<D>(staged_tree, [&](const auto& m) {
-        using M = std::remove_cvref_t<decltype(m)>;
-        if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
-          // A reduction reads other elements than the one it writes: any shared memory counts.
-          overlap_probe<T, D, Dst::rank> probe{out, !special_expression<M>};
-          (void)m.rebind(probe);
-          if (probe.partial) {
-            auto tmp = tensor<T, D, Dst::rank>::uninitialized_of(out.shape());
-            write_into<D>(m, tmp.view());
-            backend::copy(id_of<D>, out.data(), id_of<D>, tmp.data(), out.size() * sizeof(T));
-            return;
-          }
-        }
-        write_into<D>(m, out);
-      });
-    };
-    if constexpr (std::is_void_v<typename P::foreign>) {
-      write(n);
+    if constexpr (std::is_void_v<typename P::foreign> && static_gpu<D>) {
+      // Below the typed surface a GPU is any_gpu: one writer per expression for every gpu<N>.
+      const checked_gpu_scope scope(id_of<D>);
+      const leaves_as_any_gpu<D> as_any;
+      write_view(retag<any_gpu>(out), n.rebind(as_any));
     } else {
-      copy_leaves_to<D> copy;
-      write(n.rebind(copy));
+      write_view(out, n);
     }
     if constexpr (is_tensor<Dst>::value)
       if (fresh) dst = std::move(*fresh);  // noexcept: dst is whole, old or new
