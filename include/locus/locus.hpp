@@ -27,3 +27,4 @@
 #include <locus/ops/nn.hpp>
 #include <locus/ops/random.hpp>
 #include <locus/data/idx.hpp>
+#include <locus/data/dataset.hpp>

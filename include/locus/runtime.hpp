@@ -22,6 +22,7 @@
 #include <locus/backend/caching_allocator.hpp>
 #include <locus/backend/pool.hpp>
 #include <locus/backend/registry.hpp>
+#include <locus/data/dataset.hpp>
 #include <locus/data/idx.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>

@@ -12,6 +12,7 @@
 // meeting train::model_on<M, D> (model.hpp) for every device of the list is trained; each
 // replica's tensors are typed on their device.
 #include <locus/config.hpp>
+#include <locus/data/dataset.hpp>
 #include <locus/data/idx.hpp>
 #include <locus/data/sampler.hpp>
 #include <locus/dist/agreement.hpp>

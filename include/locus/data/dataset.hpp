@@ -1,0 +1,140 @@
+#pragma once
+// Data sets from the program's own arrays (issue 30): rows of float features with a class label
+// each, checked once where they are made, and a seeded split into a training and a validation
+// part. A dataset is what the trainers' fit, accuracy and predict take; the IDX loaders
+// (data/idx.hpp) return one.
+#include <locus/config.hpp>
+#include <locus/data/idx.hpp>
+#include <locus/errors.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace locus::data {
+
+/// Rows of float features ([rows, row_size], on the cpu) and one int32 class label per row.
+/// labelled_images is its first name (the IDX loaders' images are rows of pixels in [0, 1]).
+using dataset = labelled_images;
+
+/// A dataset from host arrays: `features` holds `row_size` floats per row, row after row
+/// (row-major [rows, row_size]), `labels` one class per row. With `classes` > 0 every label must
+/// lie in [0, classes). Throws data_error naming what is wrong, and where, before anything is made:
+/// no rows, a row size of 0, a feature count that is not a whole number of rows, label and row
+/// counts that differ, a NaN or infinite feature (its row and column), a negative label or one
+/// outside [0, classes) (its row).
+LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::size_t row_size,
+                                          std::span<const std::int32_t> labels, std::size_t classes = 0);
+/// The same from cpu tensors: features [rows, row_size], labels [rows] (copied).
+LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<std::int32_t, cpu>& labels,
+                                          std::size_t classes = 0);
+
+/// The two parts of a split.
+struct split_parts {
+  dataset train;
+  dataset validation;
+};
+
+/// Splits d at random into a validation part of round(validation_fraction x rows) rows and a
+/// training part of the rest; each part keeps d's row order. The choice depends on `seed` alone:
+/// the same parts on every platform and standard library. Throws config_error when the fraction
+/// is not in (0, 1) (NaN included) or leaves a part empty, data_error when d's features and labels
+/// disagree on the row count.
+LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fraction, std::uint64_t seed);
+
+// Part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
+#if LOCUS_RUNTIME_DEFINITIONS
+namespace detail {
+/// splitmix64: the split's generator, defined here so that no standard library's shuffle decides it.
+LOCUS_RUNTIME_INLINE std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace detail
+
+LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::size_t row_size,
+                                          std::span<const std::int32_t> labels, std::size_t classes) {
+  const std::string where = "locus: make_dataset: ";
+  if (row_size == 0) throw data_error(where + "a row size of 0 (each row needs at least one feature)");
+  if (labels.empty()) throw data_error(where + "no rows (0 labels): a dataset needs at least one row");
+  if (features.size() % row_size != 0)
+    throw data_error(where + std::to_string(features.size()) + " features are not a whole number of rows of " +
+                     std::to_string(row_size));
+  const std::size_t rows = features.size() / row_size;
+  if (rows != labels.size())
+    throw data_error(where + std::to_string(rows) + " rows of " + std::to_string(row_size) + " features but " +
+                     std::to_string(labels.size()) + " labels");
+  for (std::size_t i = 0; i < features.size(); ++i)
+    if (!std::isfinite(features[i]))
+      throw data_error(where + "feature " + std::to_string(i % row_size) + " of row " + std::to_string(i / row_size) +
+                       " is " + (std::isnan(features[i]) ? "NaN" : "infinite"));
+  for (std::size_t i = 0; i < rows; ++i)
+    if (labels[i] < 0 || (classes > 0 && static_cast<std::size_t>(labels[i]) >= classes))
+      throw data_error(where + "label " + std::to_string(labels[i]) + " of row " + std::to_string(i) +
+                       (classes > 0 ? " is outside [0, " + std::to_string(classes) + ")" : " is negative"));
+  return dataset{tensor<float, cpu, 2>(shape<2>{rows, row_size}, features),
+                 tensor<std::int32_t, cpu>(shape<1>{rows}, labels)};
+}
+
+LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<std::int32_t, cpu>& labels,
+                                          std::size_t classes) {
+  if (features.extent(0) != labels.size())
+    throw data_error("locus: make_dataset: " + std::to_string(features.extent(0)) + " rows of features but " +
+                     std::to_string(labels.size()) + " labels");
+  return make_dataset(std::span<const float>(features.data(), features.size()), features.extent(1),
+                      std::span<const std::int32_t>(labels.data(), labels.size()), classes);
+}
+
+LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fraction, std::uint64_t seed) {
+  const std::size_t rows = d.images.extent(0);
+  if (rows != d.labels.size())
+    throw data_error("locus: split: the dataset has " + std::to_string(rows) + " rows of features but " +
+                     std::to_string(d.labels.size()) + " labels");
+  if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
+    throw config_error("locus: split: the validation fraction must lie in (0, 1), not " +
+                       std::to_string(validation_fraction));
+  const double wanted = std::round(validation_fraction * static_cast<double>(rows));
+  if (wanted < 1.0 || wanted > static_cast<double>(rows) - 1.0)
+    throw config_error("locus: split: a validation fraction of " + std::to_string(validation_fraction) + " of " +
+                       std::to_string(rows) + " rows leaves " + (wanted < 1.0 ? "the validation" : "the training") +
+                       " part empty");
+  const auto take = static_cast<std::size_t>(wanted);
+  // The first `take` entries of a seeded Fisher-Yates shuffle of the row indices (a draw modulo
+  // the range: its bias, rows / 2^64, is nothing for any data set that fits in memory).
+  std::vector<std::size_t> order(rows);
+  for (std::size_t i = 0; i < rows; ++i) order[i] = i;
+  std::uint64_t state = seed;
+  for (std::size_t i = 0; i < take; ++i) {
+    const std::size_t j = i + static_cast<std::size_t>(detail::splitmix64(state) % (rows - i));
+    std::swap(order[i], order[j]);
+  }
+  std::vector<char> in_validation(rows, 0);
+  for (std::size_t i = 0; i < take; ++i) in_validation[order[i]] = 1;
+  const std::size_t cols = d.images.extent(1);
+  const float* x = d.images.data();
+  const std::int32_t* y = d.labels.data();
+  std::vector<float> train_x, val_x;
+  std::vector<std::int32_t> train_y, val_y;
+  train_x.reserve((rows - take) * cols);
+  val_x.reserve(take * cols);
+  train_y.reserve(rows - take);
+  val_y.reserve(take);
+  for (std::size_t r = 0; r < rows; ++r) {
+    auto& fx = in_validation[r] ? val_x : train_x;
+    auto& fy = in_validation[r] ? val_y : train_y;
+    fx.insert(fx.end(), x + r * cols, x + (r + 1) * cols);
+    fy.push_back(y[r]);
+  }
+  return {dataset{tensor<float, cpu, 2>(shape<2>{rows - take, cols}, train_x), tensor<std::int32_t, cpu>(train_y)},
+          dataset{tensor<float, cpu, 2>(shape<2>{take, cols}, val_x), tensor<std::int32_t, cpu>(val_y)}};
+}
+#endif
+
+}  // namespace locus::data
