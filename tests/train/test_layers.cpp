@@ -149,6 +149,87 @@ TEST_CASE("sequential with dropout: masks while training, the identity when pred
   CHECK_THROWS_AS(nn::dropout(-0.1), config_error);
 }
 
+TEST_CASE("dropout sites: one pass, two sites, independent masks; the same site, the same mask", "[train][ad]") {
+  const tensor<float, cpu> ones(shape{20000}, 1.f);
+  const pass c{true, 77};
+  const auto zeros_of = [](const tensor<float, cpu>& t) {
+    std::size_t z = 0;
+    for (float v : t.to_vector()) z += v == 0.f;
+    return double(z) / double(t.size());
+  };
+  const nn::dropout half(0.5);
+  tensor<float, cpu> a = half(ones, c.site(0)), b = half(ones, c.site(1)), a2 = half(ones, c.site(0));
+  CHECK(a.to_vector() == a2.to_vector());
+  CHECK(a.to_vector() != b.to_vector());
+  CHECK(std::abs(zeros_of(a) - 0.5) < 0.02);
+  // Two dropouts in a row keep a quarter with two sites (one site would keep half: the same mask).
+  tensor<float, cpu> twice = half(half(ones, c.site(0)), c.site(1));
+  CHECK(std::abs(zeros_of(twice) - 0.75) < 0.02);
+  // Not training: the identity at every site.
+  tensor<float, cpu> off = half(ones, pass{false, 77}.site(3));
+  CHECK(off.to_vector() == ones.to_vector());
+  CHECK(c.site(0).training);
+  CHECK_FALSE(pass{}.site(0).training);
+}
+
+TEST_CASE("functional: a forward with the pass uses dropout, a loss of one's own reads the parameters",
+          "[train][ad]") {
+  auto [x, y] = batch_on<cpu>(64, 4);
+  const auto inits = parameters{nn::glorot(16, 32), nn::zeros(32), nn::glorot(32, 4), nn::zeros(4)};
+  const auto plain_forward = [](const auto& p, const auto& xs) {
+    const auto& [w1, b1, w2, b2] = p;
+    return matmul(tanh(matmul(xs, w1) + b1), w2) + b2;
+  };
+  const functional plain{inits, plain_forward};
+  // The forward with the pass: dropout while training, the identity when predicting.
+  const functional dropping{inits, [](const auto& p, const auto& xs, const pass& s) {
+                              const auto& [w1, b1, w2, b2] = p;
+                              return matmul(nn::dropout(0.5)(tanh(matmul(xs, w1) + b1), s.site(0)), w2) + b2;
+                            }};
+  const auto p = plain.init<cpu>();
+  CHECK(flat(dropping.init<cpu>()) == flat(p));
+  CHECK(dropping.predict(p, x).to_vector() == plain.predict(p, x).to_vector());
+  const auto g1 = dropping.loss_and_grad(p, x, y), g2 = dropping.loss_and_grad(p, x, y);
+  CHECK(flat(g1.grad) != flat(g2.grad));  // each call draws another mask
+  CHECK(flat(g1.grad) != flat(plain.loss_and_grad(p, x, y).grad));
+  CHECK(flat(dropping.loss_and_grad(p, x, y, 5).grad) == flat(dropping.loss_and_grad(p, x, y, 5).grad));
+  // Cross-entropy plus L2 on the first weights, reading the parameters: d/dW1 gains 2 lambda W1.
+  const float lambda = 0.25f;
+  const functional decayed{inits, plain_forward, [lambda](const auto& out, const auto& labels, const auto& ps) {
+                             const auto& w1 = std::get<0>(ps);
+                             return softmax_cross_entropy(out, labels) + lambda * sum(w1 * w1);
+                           }};
+  const auto base = plain.loss_and_grad(p, x, y);
+  const auto with = decayed.loss_and_grad(p, x, y);
+  const auto w1 = std::get<0>(p.tensors).to_vector();
+  double sq = 0;
+  for (float v : w1) sq += double(v) * v;
+  CHECK(std::abs(double(with.loss.item()) - double(base.loss.item()) - lambda * sq) < 1e-4 * std::max(1.0, sq));
+  const auto gb = std::get<0>(base.grad.tensors).to_vector(), gw = std::get<0>(with.grad.tensors).to_vector();
+  for (std::size_t i = 0; i < gb.size(); ++i) CHECK(std::abs(gw[i] - (gb[i] + 2 * lambda * w1[i])) < 1e-5f);
+  CHECK(std::get<1>(with.grad.tensors).to_vector() == std::get<1>(base.grad.tensors).to_vector());
+  // A loss of (output, labels) alone: the summed cross-entropy is rows x the mean's.
+  const functional summed{inits, plain_forward, [](const auto& out, const auto& labels) {
+                            return softmax_cross_entropy(out, labels) * 64.f;
+                          }, 1};
+  const auto gs = flat(summed.loss_and_grad(p, x, y).grad), gm = flat(base.grad);
+  for (std::size_t i = 0; i < gs.size(); ++i) CHECK(std::abs(gs[i] - 64.f * gm[i]) < 1e-4f * std::max(1.f, std::abs(gs[i])));
+  // The trainer takes all of it: dropout and a loss of one's own, trained to the same accuracy.
+  const functional both{inits, [](const auto& ps, const auto& xs, const pass& s) {
+                          const auto& [w1, b1, w2, b2] = ps;
+                          return matmul(nn::dropout(0.1)(tanh(matmul(xs, w1) + b1), s.site(0)), w2) + b2;
+                        },
+                        [](const auto& out, const auto& labels, const auto& ps) {
+                          return softmax_cross_entropy(out, labels) + 1e-4f * sum(std::get<2>(ps) * std::get<2>(ps));
+                        }};
+  const auto data = synthetic(2048, 8), test = synthetic(512, 9);
+  data_parallel<sync_average, cpu> trainer{both, sgd{0.2f, 0.9f}};
+  const double before = trainer.accuracy(test);
+  (void)trainer.fit(data, quiet(6, 64));
+  CHECK(trainer.accuracy(test) > 0.85);
+  CHECK(trainer.accuracy(test) > before + 0.3);
+}
+
 TEST_CASE("sequential refuses layers that do not chain and batches of the wrong width", "[train][ad]") {
   CHECK(locus_test::error_of([] { sequential bad{nn::dense(4, 3), nn::relu, nn::dense(5, 2)}; }) ==
         "locus: sequential: layer 2 is dense(5, 2) after a layer of 3 outputs");

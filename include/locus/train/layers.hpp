@@ -19,7 +19,8 @@
 //   nn::relu, nn::tanh, nn::sigmoid
 //   nn::dropout(rate)      training only: each element kept with probability 1 - rate and scaled
 //                          by 1 / (1 - rate); the mask is counter-based (random.hpp): call k of
-//                          loss_and_grad uses the stream (seed, k)
+//                          loss_and_grad uses the stream (seed, k), layer l its site l of it
+//                          (pass::site); in a functional forward, nn::dropout(rate)(h, s.site(k))
 // Initial values come from counter-based generators: the same numbers on every device. The model's
 // seed (constructor's last argument, 1 by default) picks them: dense layer l (counting dense layers
 // only) uses seed * 1000 + l, as train::mlp does, so the two start from the same weights.
@@ -47,6 +48,15 @@ namespace locus::train {
 struct pass {
   bool training = false;
   std::uint64_t stream = 0;
+  /// The same pass for random site k of a forward function: two dropouts of one pass given
+  /// different sites draw independent masks (with one site, equal shapes would share a mask).
+  /// sequential gives layer k site k.
+  [[nodiscard]] constexpr pass site(std::uint64_t k) const noexcept {
+    std::uint64_t z = stream + (k + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64's finaliser
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return {training, z ^ (z >> 31)};
+  }
 };
 
 /// A model's parameters on device D, held as a (nested) std::tuple of tensors: for_each visits each
@@ -144,6 +154,11 @@ struct dropout : no_parameters {
   }
   template <class X, class P>
   [[nodiscard]] auto operator()(X&& x, const P&, const pass& c) const {
+    return (*this)(std::forward<X>(x), c);
+  }
+  /// As a function inside a functional model's forward: `nn::dropout(0.2)(h, s.site(1))`.
+  template <class X>
+  [[nodiscard]] auto operator()(X&& x, const pass& c) const {
     auto n = expr::as_node(std::forward<X>(x));
     const float keep = static_cast<float>(1.0 - rate);
     const auto mask = random::uniform<float>(n.shape(), c.stream);
@@ -196,16 +211,21 @@ normal(double, N...) -> normal<int(sizeof...(N))>;
 }  // namespace nn
 
 namespace detail {
-/// The mean softmax cross-entropy of the logits `forward(params-as-vars)` and its gradient, as
-/// the model interface wants them.
-template <class Params, class Forward, device D>
-auto classifier_loss_and_grad(const Params& p, const tensor<std::int32_t, D>& y, Forward&& forward) {
-  auto r = ad::value_and_grad([&](const auto& vars) { return softmax_cross_entropy(forward(vars), y); }, p.tensors);
+/// loss(params-as-vars) and its gradient, as the model interface wants them.
+template <class Params, class LossOfVars>
+auto model_loss_and_grad(const Params& p, LossOfVars&& loss) {
+  auto r = ad::value_and_grad(loss, p.tensors);
   struct result {
-    tensor<float, D, 0> loss;
+    decltype(r.loss) loss;
     Params grad;
   };
   return result{std::move(r.loss), Params{std::move(r.grad)}};
+}
+
+/// The mean softmax cross-entropy of the logits `forward(params-as-vars)` and its gradient.
+template <class Params, class Forward, device D>
+auto classifier_loss_and_grad(const Params& p, const tensor<std::int32_t, D>& y, Forward&& forward) {
+  return model_loss_and_grad(p, [&](const auto& vars) { return softmax_cross_entropy(forward(vars), y); });
 }
 
 inline void check_input(std::size_t got, std::size_t want, const char* model) {
@@ -285,7 +305,7 @@ private:
 
   template <std::size_t I, class X, class P>
   auto forward(X&& x, const P& ps, const pass& c) const {
-    auto y = std::get<I>(layers_)(std::forward<X>(x), std::get<I>(ps), c);
+    auto y = std::get<I>(layers_)(std::forward<X>(x), std::get<I>(ps), c.site(I));
     if constexpr (I + 1 == sizeof...(L)) return y;
     else return forward<I + 1>(std::move(y), ps, c);
   }
@@ -321,20 +341,45 @@ struct parameters {
   parameters(I... i) : inits(std::move(i)...) {}  // NOLINT(google-explicit-constructor)
 };
 
-template <class Inits, class Forward>
+namespace detail {
+struct softmax_cross_entropy_loss {
+  template <class Z, class Y>
+  auto operator()(Z&& logits, const Y& labels) const {
+    return softmax_cross_entropy(std::forward<Z>(logits), labels);
+  }
+};
+}  // namespace detail
+
+/// Losses for train::functional: a function of (model output, labels), or of (model output,
+/// labels, parameters) for terms that read the parameters (weight decay), returning a rank-0
+/// differentiable value (mean or sum it).
+namespace losses {
+/// The mean softmax cross-entropy of logits [rows, classes] against int32 labels: the default.
+inline constexpr detail::softmax_cross_entropy_loss softmax_cross_entropy{};
+}  // namespace losses
+
+template <class Inits, class Forward, class Loss = detail::softmax_cross_entropy_loss>
 class functional;
 
-/// A model given as its parameters' initial values and a forward function giving the logits; see
-/// the top of this file. Parameter k starts from inits[k] with the seed seed * 1000 + k.
-template <class... I, class Forward>
-class functional<parameters<I...>, Forward> {
+/// A model given as its parameters' initial values, a forward function and a loss; see the top of
+/// this file. Parameter k starts from inits[k] with the seed seed * 1000 + k. The forward function
+/// is `(params, x)` or `(params, x, const pass&)`: with the pass it may use dropout
+/// (`nn::dropout(rate)(h, s.site(k))`, a distinct site k for each); it is called with the
+/// parameters as ad::vars when training and as tensors (and a pass that is not training) when
+/// predicting. The loss is `(output, labels)` or `(output, labels, params)` (as vars), rank 0;
+/// softmax cross-entropy by default. predict() is the row-wise argmax of the output.
+template <class... I, class Forward, class Loss>
+class functional<parameters<I...>, Forward, Loss> {
 public:
   using value_type = float;
   template <device D>
   using params = parameter_tuple<std::tuple<tensor<float, D, I::rank>...>>;
 
   functional(parameters<I...> inits, Forward forward, std::uint64_t seed = 1)
+    requires std::is_default_constructible_v<Loss>
       : inits_(std::move(inits)), forward_(std::move(forward)), seed_(seed) {}
+  functional(parameters<I...> inits, Forward forward, Loss loss, std::uint64_t seed = 1)
+      : inits_(std::move(inits)), forward_(std::move(forward)), loss_(std::move(loss)), seed_(seed) {}
 
   template <device D>
   [[nodiscard]] params<D> init() const {
@@ -344,25 +389,53 @@ public:
     }(std::index_sequence_for<I...>{});
   }
 
+  /// The loss and gradient of one batch; dropout draws its masks from the model's own count of
+  /// calls (shared by its copies).
   template <device D>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
-    return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward_(vars, x); });
+    return loss_and_grad(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+  }
+  /// The same with the random stream given (data_parallel's replicas pass theirs).
+  template <device D>
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
+                                   std::uint64_t stream) const {
+    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
+    return detail::model_loss_and_grad(
+        p, [&](const auto& vars) { return loss_of(forward_of(vars, x, c), y, vars); });
   }
 
   template <device D>
   [[nodiscard]] tensor<std::int64_t, D> predict(const params<D>& p, const tensor<float, D, 2>& x) const {
-    return on<D>(argmax<1>(forward_(p.tensors, x)));
+    return on<D>(argmax<1>(forward_of(p.tensors, x, pass{})));
   }
 
 private:
+  template <class P, class X>
+  decltype(auto) forward_of(const P& ps, const X& x, const pass& c) const {
+    if constexpr (requires { forward_(ps, x, c); }) return forward_(ps, x, c);
+    else return forward_(ps, x);
+  }
+  template <class Z, class Y, class P>
+  decltype(auto) loss_of(Z&& out, const Y& y, const P& ps) const {
+    if constexpr (requires { loss_(std::forward<Z>(out), y, ps); }) return loss_(std::forward<Z>(out), y, ps);
+    else return loss_(std::forward<Z>(out), y);
+  }
+
   parameters<I...> inits_;
   Forward forward_;
+  Loss loss_{};
   std::uint64_t seed_;
+  std::shared_ptr<std::atomic<std::uint64_t>> calls_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 template <class P, class F>
 functional(P, F) -> functional<P, F>;
 template <class P, class F>
 functional(P, F, std::uint64_t) -> functional<P, F>;
+template <class P, class F, class L>
+  requires(!std::integral<L>)
+functional(P, F, L) -> functional<P, F, L>;
+template <class P, class F, class L>
+functional(P, F, L, std::uint64_t) -> functional<P, F, L>;
 
 }  // namespace locus::train
