@@ -5,6 +5,7 @@
 #include <locus/train/data_parallel.hpp>
 #include <locus/train/layers.hpp>
 #include <locus/train/mlp.hpp>
+#include <locus/train/saved_parameters.hpp>
 #include <locus/train/softmax_regression.hpp>
 
 #include <algorithm>
@@ -687,3 +688,59 @@ TEST_CASE("load refuses a huge file that is not a checkpoint without reading it"
   std::remove(path.c_str());
 }
 #endif
+
+// Issue 30, part 7: a model's parameters alone, without a trainer.
+TEST_CASE("save_parameters and load_parameters: a model's parameters alone, on any device, checked",
+          "[train][checkpoint][parameters]") {
+  const auto path = temp_path("parameters"), from_trainer = temp_path("parameters_trainer");
+  const sequential model{nn::dense(16, 8), nn::relu, nn::dense(8, 4)};
+  const auto data = synthetic(256, 3);
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.2f, 0.9f}};
+  (void)trainer.fit(data, quiet(2, 32));
+  auto trained = model.init<cpu>();
+  trainer.parameters_into(trained);
+  save_parameters(path, trained);
+  // Read back on the cpu and on a GPU: the same values, the same predictions, no trainer.
+  auto back = model.with_seed(9).init<cpu>();
+  REQUIRE(flat(back) != flat(trained));
+  load_parameters(path, back);
+  CHECK(flat(back) == flat(trained));
+  CHECK(model.predict(back, data.images).to_vector() == model.predict(trained, data.images).to_vector());
+#if LOCUS_HAS_GPUS
+  auto on_gpu = model.init<gpu<1>>();
+  load_parameters(path, on_gpu);
+  CHECK(flat(on_gpu) == flat(trained));
+  save_parameters(path, on_gpu);  // and written from a GPU
+  auto again = model.with_seed(5).init<cpu>();
+  load_parameters(path, again);
+  CHECK(flat(again) == flat(trained));
+#endif
+  // A trainer's checkpoint holds the same parameters (its optimiser state is not read).
+  trainer.save(from_trainer);
+  auto from_ckpt = model.with_seed(7).init<cpu>();
+  load_parameters(from_trainer, from_ckpt);
+  CHECK(flat(from_ckpt) == trainer.parameters());
+  // Another model's shapes: named, nothing written.
+  const sequential wider{nn::dense(16, 9), nn::relu, nn::dense(9, 4)};
+  auto other = wider.init<cpu>();
+  const auto before = flat(other);
+  CHECK(error_of([&] { load_parameters(path, other); }) ==
+        "locus: load_parameters: " + path + " holds tensors [[16, 8], [8], [8, 4], [4]], the parameter set has "
+        "[[16, 9], [9], [9, 4], [4]]");
+  CHECK(flat(other) == before);
+  // Missing, truncated and damaged files: checkpoint_error, nothing written.
+  CHECK_THROWS_AS(load_parameters(path + ".missing", other), checkpoint_error);
+  auto bytes = file_bytes(path);
+  write_bytes(path, std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2)));
+  auto victim = model.with_seed(3).init<cpu>();
+  const auto untouched = flat(victim);
+  CHECK_THROWS_AS(load_parameters(path, victim), checkpoint_error);
+  bytes[bytes.size() / 2] ^= 0x40;  // one bit flipped: the checksum
+  write_bytes(path, bytes);
+  CHECK_THROWS_AS(load_parameters(path, victim), checkpoint_error);
+  CHECK(flat(victim) == untouched);
+  // A folder is not a file to write.
+  CHECK_THROWS_AS(save_parameters(std::filesystem::temp_directory_path().string(), trained), checkpoint_error);
+  std::remove(path.c_str());
+  std::remove(from_trainer.c_str());
+}

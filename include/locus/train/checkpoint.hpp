@@ -109,6 +109,20 @@ struct checkpoint {
 };
 
 namespace detail {
+/// "[[784, 256], [256]]": tensors' extents, for the messages.
+LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes) {
+  std::string out = "[";
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
+    out += t ? ", [" : "[";
+    for (std::size_t d = 0; d < shapes[t].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[t][d]);
+    out += "]";
+  }
+  return out + "]";
+}
+#endif
+
 inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;

@@ -74,8 +74,6 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
 LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
                                               const optimizer_info& opt,
                                               const std::vector<std::vector<std::uint64_t>>& shapes, int rank);
-/// "[[784, 256], [256]]": tensors' extents, for the messages.
-LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes);
 /// Checks a checkpoint against a trainer (its model's shapes and size, its optimiser, its replica
 /// count and state size) before anything changes; true when an sgd state of format 1 is dropped.
 LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
@@ -114,16 +112,6 @@ LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_
     if (y[i] < 0 || y[i] >= classes)
       throw data::data_error(std::string("locus: ") + what + ": label " + std::to_string(i) + " is " +
                              std::to_string(y[i]) + ", outside the model's classes [0, " + std::to_string(classes) + ")");
-}
-
-LOCUS_RUNTIME_INLINE std::string describe_shapes(const std::vector<std::vector<std::uint64_t>>& shapes) {
-  std::string out = "[";
-  for (std::size_t t = 0; t < shapes.size(); ++t) {
-    out += t ? ", [" : "[";
-    for (std::size_t d = 0; d < shapes[t].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[t][d]);
-    out += "]";
-  }
-  return out + "]";
 }
 
 LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
