@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 using namespace locus;
@@ -228,6 +229,40 @@ TEST_CASE("functional: a forward with the pass uses dropout, a loss of one's own
   (void)trainer.fit(data, quiet(6, 64));
   CHECK(trainer.accuracy(test) > 0.85);
   CHECK(trainer.accuracy(test) > before + 0.3);
+}
+
+TEST_CASE("ad::keep: a residual block's intermediate is computed once forward and once backward",
+          "[train][ad]") {
+  auto [x, y] = batch_on<cpu>(64, 2);
+  const auto inits = parameters{nn::glorot(16, 16), nn::zeros(16), nn::glorot(16, 16), nn::zeros(16)};
+  const functional twice{inits, [](const auto& p, const auto& xs) {
+                           const auto& [w1, b1, w2, b2] = p;
+                           const auto h = relu(matmul(xs, w1) + b1);  // an expression: run at each use
+                           return matmul(h, w2) + b2 + h;
+                         }};
+  const functional once{inits, [](const auto& p, const auto& xs) {
+                          const auto& [w1, b1, w2, b2] = p;
+                          const auto h = ad::keep(relu(matmul(xs, w1) + b1));  // a value
+                          return matmul(h, w2) + b2 + h;
+                        }};
+  const auto p = once.init<cpu>();
+  const auto a = twice.loss_and_grad(p, x, y);
+  const auto b = once.loss_and_grad(p, x, y);
+  CHECK(std::abs(a.loss.item() - b.loss.item()) <= 1e-6f * std::max(1.f, std::abs(a.loss.item())));
+  CHECK(max_difference(flat(b.grad), flat(a.grad)) <= 1e-5);
+  CHECK(launches_of_step<cpu>(once, p, x, y) < launches_of_step<cpu>(twice, p, x, y));
+  // Predicting (plain tensors): keep evaluates h once; written twice, its product runs twice.
+  const auto predict_launches = [&](const auto& m) {
+    const auto before = kernel_launches(id_of<cpu>);
+    (void)m.predict(p, x);
+    return kernel_launches(id_of<cpu>) - before;
+  };
+  CHECK(predict_launches(once) < predict_launches(twice));
+  CHECK(once.predict(p, x).to_vector() == twice.predict(p, x).to_vector());
+  // A tensor is handed on as it is (a reference for a named one), a var as it is.
+  const tensor<float, cpu, 2> t(shape{2, 2}, 1.f);
+  CHECK(&ad::keep(t) == &t);
+  static_assert(std::is_same_v<decltype(ad::keep(tensor<float, cpu>(shape{2}, 1.f))), tensor<float, cpu>>);
 }
 
 TEST_CASE("sequential refuses layers that do not chain and batches of the wrong width", "[train][ad]") {

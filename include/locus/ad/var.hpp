@@ -6,6 +6,7 @@
 //                        expression operand like a tensor: `relu(x * W + b)` over vars is an
 //                        ordinary locus expression, fused and placed as always.
 //   ad::evaluate(e)      an expression of vars evaluated (one fused kernel) into a new var
+//   ad::keep(e)          the same for an intermediate used twice (and, for plain tensors, the value)
 //   ad::backward(loss)   fills the gradient of every parameter the rank-0 loss depends on
 //
 // Each differentiable step keeps what its backward needs and a function that turns the gradient
@@ -544,6 +545,23 @@ template <class E>
       };
     return var<T, D, R>(std::move(s));
   }
+}
+
+/// A value used more than once, computed once: `auto h = ad::keep(relu(matmul(x, W1) + b1));`
+/// then `matmul(h, W2) + h` runs relu's kernel once forward and accumulates h's gradient once
+/// backward (an expression written twice is otherwise computed twice). For an expression of vars
+/// it is evaluate(e); for one of plain tensors (a forward function called to predict) the tensor
+/// on its device; a var or a tensor is handed on as it is.
+template <class E>
+  requires expr::operand<E>
+[[nodiscard]] decltype(auto) keep(E&& e) {
+  if constexpr (expr::has_var_v<expr::node_t<E>>) return evaluate(std::forward<E>(e));
+  else if constexpr (locus::detail::is_tensor<std::remove_cvref_t<E>>::value && std::is_lvalue_reference_v<E>)
+    return static_cast<E&&>(e);  // a reference to the caller's tensor
+  else if constexpr (locus::detail::is_tensor<std::remove_cvref_t<E>>::value)
+    return std::remove_cvref_t<E>(std::move(e));  // a temporary tensor, moved into the result
+  else
+    return locus::eval(std::forward<E>(e));
 }
 
 /// The gradient of the rank-0 `loss` with respect to every parameter it depends on, accumulated
