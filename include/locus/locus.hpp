@@ -18,6 +18,7 @@
 #include <locus/expr/node.hpp>
 #include <locus/expr/ops.hpp>
 #include <locus/expr/operators.hpp>
+#include <locus/expr/gather.hpp>
 #include <locus/placement/policy.hpp>
 #include <locus/placement/kernel.hpp>
 #include <locus/placement/on.hpp>

@@ -12,6 +12,7 @@
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/expr/gather.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/ops/matmul.hpp>
 #include <locus/ops/nn.hpp>
@@ -19,7 +20,9 @@
 #include <locus/placement/on.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <concepts>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -230,6 +233,93 @@ template <class E, class L, device D>
     };
   }
   return var<T, D, 0>(std::move(s));
+}
+
+/// slice<Axis>(x, first, last) of a var or an expression of vars (found by argument-dependent
+/// lookup, as matmul is): forward the slice into a new var; backward, the gradient put back in its
+/// window of x's shape, zeros around it (one concat kernel). Bad ranges throw as locus::slice does.
+template <int Axis, class X, std::integral I, std::integral J>
+  requires(detail::involves_var<X>() && !detail::is_transposed_v<std::remove_cvref_t<X>>)
+[[nodiscard]] auto slice(X&& x, I first, J last) {
+  auto v = detail::as_var(std::forward<X>(x));
+  using V = decltype(v);
+  using T = typename V::value_type;
+  using D = typename V::device_type;
+  constexpr int R = V::rank;
+  static_assert(Axis >= 0 && Axis < R, "locus: slice<Axis>(t, first, last): Axis must be 0 to the tensor's rank - 1");
+  detail::check_differentiable<T>();
+  const tensor_view<const T, D, R> in = v.value();
+  const std::size_t n = in.shape()[std::size_t(Axis)];
+  std::size_t a = 0, b = 0;
+  expr::detail::check_slice(Axis, in.shape().str(), n, first, last, a, b);
+  auto s = std::make_shared<detail::step<T, D, R>>();
+  s->owned = on<D>(locus::slice<Axis>(in, a, b));
+  s->value = std::as_const(s->owned).view();
+  s->inputs = {v.shared_step()};
+  s->requires_grad = v.requires_grad();
+  if (s->requires_grad) {
+    s->back = [v, a, b, n](detail::step<T, D, R>& self) {
+      const tensor_view<const T, D, R> g = self.upstream();
+      auto around = [&](std::size_t extent) {
+        auto sh = v.value().shape();
+        sh.extents[std::size_t(Axis)] = extent;
+        return tensor<T, D, R>(sh, T(0));
+      };
+      tensor<T, D, R> dx;
+      if (a > 0 && b < n) dx = locus::concat<Axis>(around(a), g, around(n - b));
+      else if (a > 0) dx = locus::concat<Axis>(around(a), g);
+      else if (b < n) dx = locus::concat<Axis>(g, around(n - b));
+      else dx = on<D>(expr::copy(g));
+      v.step()->accumulate(std::move(dx));
+    };
+  }
+  return var<T, D, R>(std::move(s));
+}
+
+/// concat<Axis>(a, b, ...) with at least one var or expression of vars (found by argument-dependent
+/// lookup): forward one concat into a new var; backward, each operand's window of the gradient.
+template <int Axis, class A, class B, class... Rest>
+  requires(detail::involves_var<A>() || detail::involves_var<B>() || (detail::involves_var<Rest>() || ...))
+[[nodiscard]] auto concat(A&& a, B&& b, Rest&&... rest) {
+  auto vars = std::make_tuple(detail::as_var(std::forward<A>(a)), detail::as_var(std::forward<B>(b)),
+                              detail::as_var(std::forward<Rest>(rest))...);
+  using V = std::tuple_element_t<0, decltype(vars)>;
+  using T = typename V::value_type;
+  using D = typename V::device_type;
+  constexpr int R = V::rank;
+  static_assert(Axis >= 0 && Axis < R,
+                "locus: concat<Axis>(a, b, ...): Axis must be 0 to the operands' rank - 1 (rank-0 operands have no "
+                "axis to join)");
+  detail::check_differentiable<T>();
+  auto s = std::make_shared<detail::step<T, D, R>>();
+  s->owned = std::apply([](const auto&... v) { return tensor<T, D, R>(locus::concat<Axis>(v.value()...)); }, vars);
+  s->value = std::as_const(s->owned).view();
+  std::apply(
+      [&](const auto&... v) {
+        s->inputs = {v.shared_step()...};
+        s->requires_grad = (v.requires_grad() || ...);
+      },
+      vars);
+  if (s->requires_grad) {
+    s->back = [vars](detail::step<T, D, R>& self) {
+      const tensor_view<const T, D, R> g = self.upstream();
+      std::size_t offset = 0;
+      std::apply(
+          [&](const auto&... v) {
+            const auto one = [&](const auto& x) {
+              const std::size_t n = x.value().shape()[std::size_t(Axis)];
+              if (x.requires_grad()) {
+                tensor<T, D, R> part = on<D>(expr::copy(locus::slice<Axis>(g, offset, offset + n)));
+                x.step()->accumulate(std::move(part));
+              }
+              offset += n;
+            };
+            (one(v), ...);
+          },
+          vars);
+    };
+  }
+  return var<T, D, R>(std::move(s));
 }
 
 }  // namespace locus::ad

@@ -193,6 +193,9 @@ inline constexpr bool is_node_v<expr::node<Op, Cs...>> = true;
 
 template <class X>
 inline constexpr bool is_staged_node_v = expr::is_staged_v<X>;
+/// A slice or concat of constants (expr/gather.hpp; with vars they are ad's own steps).
+template <class X>
+inline constexpr bool is_gather_node_v = requires { X::is_gather; };
 
 /// f(v, spread) for every var the expression reads element by element (not those inside a staged
 /// product or reduction: those are constants here, see detach).
@@ -287,7 +290,7 @@ auto keep(const N& n, step_base& s) {
         n.children);
   } else if constexpr (expr::is_column_v<N>) {
     return expr::column<decltype(keep(n.child, s))>{keep(n.child, s)};
-  } else if constexpr (is_staged_node_v<N>) {
+  } else if constexpr (is_staged_node_v<N> || is_gather_node_v<N>) {
     keep_leaves f{s};
     return n.rebind(f);
   } else if constexpr (is_leaf_v<N>) {

@@ -79,6 +79,16 @@ inline constexpr bool has_staged_v = [] {
   else return false;
 }();
 
+/// True when node N reads an operand elsewhere than at the result's index anywhere in its tree
+/// (a slice or concat, expr/gather.hpp): an assignment must then treat any memory its operands
+/// share with the destination as overlap.
+template <class N>
+inline constexpr bool has_gather_v = [] {
+  if constexpr (requires { N::is_gather; }) return true;
+  else if constexpr (requires { N::has_gather; }) return bool(N::has_gather);
+  else return false;
+}();
+
 /// True when node N reads a differentiable variable (locus::ad::var) anywhere in its tree: such a
 /// tree is differentiated by locus::ad (ad/var.hpp), and products and sums of it are ad's. Nodes that
 /// hold children say so with `static constexpr bool has_var`; a variable says true.
@@ -325,6 +335,7 @@ struct column {
   static constexpr bool is_column = true;
   static constexpr bool has_staged = has_staged_v<C>;
   static constexpr bool has_var = has_var_v<C>;
+  static constexpr bool has_gather = has_gather_v<C>;
   using devices = typename C::devices;
   using operations = typename C::operations;
 
@@ -523,6 +534,7 @@ struct node {
   using operations = merge_t<type_list<operation<Op, operand_type>>, typename Cs::operations...>;
   static constexpr bool has_staged = (has_staged_v<Cs> || ...);
   static constexpr bool has_var = (has_var_v<Cs> || ...);
+  static constexpr bool has_gather = (has_gather_v<Cs> || ...);
 
   Op op;
   std::tuple<Cs...> children;

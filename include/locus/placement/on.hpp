@@ -350,7 +350,8 @@ void write_view(const tensor_view<T, D, R>& out, const N& n) {
       using M = std::remove_cvref_t<decltype(m)>;
       if constexpr (!requires { M::accumulates; }) {  // matmul checks its own operands
         // A reduction reads other elements than the one it writes: any shared memory counts.
-        overlap_probe<T, D, R> probe{out, !special_expression<M>};
+        // So does a slice or concat (it reads other indices than it writes).
+        overlap_probe<T, D, R> probe{out, !special_expression<M> && !expr::has_gather_v<M>};
         (void)m.rebind(probe);
         if (probe.partial) {
           auto tmp = tensor<T, D, R>::uninitialized_of(out.shape());

@@ -7,7 +7,8 @@
 // Like t.row(i) (tensor/tensor.hpp), each is a non-owning tensor_view: an operand of expressions and
 // a destination (`slice<0>(t, 0, 2) = slice<0>(t, 1, 3) * 2.f` reads the overlapping operand into a
 // temporary first). A view of a temporary tensor would dangle and does not compile. Only axis 0
-// gives a contiguous slice: a view is a pointer and a shape, without strides.
+// gives a contiguous slice: a view is a pointer and a shape, without strides; slice<1> and beyond
+// are read-only operands (expr/gather.hpp, with concat).
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
@@ -21,30 +22,30 @@
 
 namespace locus {
 
-/// Sub-tensors [first, last) of axis Axis, a view of the same rank. Throws shape_error naming the
-/// shape and the range unless 0 <= first <= last <= extent(Axis).
+/// Rows [first, last) (axis 0), a view of the same rank. Throws shape_error naming the shape and
+/// the range unless 0 <= first <= last <= extent(0). (Other axes: expr/gather.hpp, an operand.)
 template <int Axis, class T, device D, int R, std::integral I, std::integral J>
+  requires(Axis == 0)
 [[nodiscard]] tensor_view<T, D, R> slice(const tensor_view<T, D, R>& v, I first, J last) {
-  if constexpr (Axis < 0 || Axis >= R) {
-    static_assert(Axis >= 0 && Axis < R, "locus: slice<Axis>(t, first, last): Axis must be 0 to the tensor's rank - 1");
-    return v;
-  } else if constexpr (Axis != 0) {
-    static_assert(Axis == 0, "locus: slice<Axis>(t, first, last): only slices of axis 0 are views (a view is a "
-                             "pointer and a shape, without strides); slice<0> takes rows");
+  if constexpr (R == 0) {
+    static_assert(R > 0, "locus: slice<Axis>(t, first, last): Axis must be 0 to the tensor's rank - 1");
     return v;
   } else {
     return detail::rows_of(v, first, last, "slice<0>");
   }
 }
 template <int Axis, class T, device D, int R, std::integral I, std::integral J>
+  requires(Axis == 0)
 [[nodiscard]] tensor_view<T, D, R> slice(tensor<T, D, R>& t, I first, J last) {
   return slice<Axis>(t.view(), first, last);
 }
 template <int Axis, class T, device D, int R, std::integral I, std::integral J>
+  requires(Axis == 0)
 [[nodiscard]] tensor_view<const T, D, R> slice(const tensor<T, D, R>& t, I first, J last) {
   return slice<Axis>(t.view(), first, last);
 }
 template <int Axis, class T, device D, int R, std::integral I, std::integral J>
+  requires(Axis == 0)
 tensor_view<T, D, R> slice(tensor<T, D, R>&& t, I first, J last) {
   static_assert(!std::is_same_v<T, T>, "locus: slice of a temporary tensor would dangle: a view does not own its "
                                        "elements; keep the tensor in a variable");
