@@ -106,6 +106,9 @@ TEST_CASE("split refuses fractions outside (0, 1) and parts left empty", "[data]
   for (double f : {0.0, 1.0, -0.5, 2.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()})
     CHECK(error_of([&] { (void)data::split(d, f, 1); }).find("must lie in (0, 1)") != std::string::npos);
   CHECK(error_of([&] { (void)data::split(d, 0.1, 1); }).find("leaves the validation part empty") != std::string::npos);
+  CHECK(error_of([&] { (void)data::split(d, 1e-300, 1); }) ==
+        "locus: split: a validation fraction of 1e-300 of 4 rows leaves the validation part empty");
+  CHECK(error_of([&] { (void)data::split(d, 0.999999999, 1); }).find("of 0.999999999 of 4 rows") != std::string::npos);
   CHECK(error_of([&] { (void)data::split(d, 0.9, 1); }).find("leaves the training part empty") != std::string::npos);
   CHECK_THROWS_AS(data::split(d, 0.0, 1), config_error);
   // A dataset assembled by hand whose parts disagree: named, not read past its end.

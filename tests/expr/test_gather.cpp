@@ -95,6 +95,17 @@ TEST_CASE("slice and concat: the placement log names them, bad ranges and shapes
   CHECK(error_of([&] { (void)concat<1>(m, other); }) ==
         "locus: concat<1>: operands of shapes [3, 4] and [2, 4] differ outside axis 1");
   CHECK_NOTHROW((void)concat<0>(m, other));
+  // Three operands: the message names two of them as written, not an inner join.
+  const auto three = iota<cpu>(shape{3, 4});
+  CHECK(error_of([&] { (void)concat<1>(other, three, three); }) ==
+        "locus: concat<1>: operands of shapes [2, 4] and [3, 4] differ outside axis 1");
+  // A joined extent or a result size that size_t cannot count: refused, not wrapped to empty.
+  const auto huge = random::uniform<float>(shape{std::size_t{1} << 63}, 1);
+  CHECK(error_of([&] { (void)concat<0>(huge, huge); }).find("more elements than size_t can count") !=
+        std::string::npos);
+  const auto wide = random::uniform<float>(shape{std::size_t{1} << 32, std::size_t{1} << 31}, 1);
+  CHECK(error_of([&] { (void)concat<1>(wide, wide); }) ==
+        "locus: concat<1>: the shape [4294967296, 4294967296] has more elements than size_t can count");
   // Refused before anything is written.
   tensor<float, cpu, 2> dst(shape{3, 8}, 7.f);
   CHECK_THROWS_AS(dst = concat<1>(m, slice<1>(m, 0, 5)), shape_error);

@@ -739,6 +739,20 @@ TEST_CASE("save_parameters and load_parameters: a model's parameters alone, on a
   write_bytes(path, bytes);
   CHECK_THROWS_AS(load_parameters(path, victim), checkpoint_error);
   CHECK(flat(victim) == untouched);
+  // A parameter set with a tensor that has no storage (a default-constructed rank 0): the shapes
+  // agree ([] is [] ) but the element counts do not; refused, nothing shifted.
+  {
+    using set = parameter_tuple<std::tuple<tensor<float, cpu, 0>, tensor<float, cpu, 2>>>;
+    set full{{tensor<float, cpu, 0>(shape<0>{}, 7.f), tensor<float, cpu, 2>{{1.f, 2.f}, {3.f, 4.f}}}};
+    save_parameters(path, full);
+    set hollow{{tensor<float, cpu, 0>{}, tensor<float, cpu, 2>(shape{2, 2}, 0.f)}};
+    CHECK(error_of([&] { load_parameters(path, hollow); }).find("tensor 0 of the parameter set holds 0 elements") !=
+          std::string::npos);
+    CHECK(std::get<1>(hollow.tensors).to_vector() == std::vector<float>(4, 0.f));
+    set back{{tensor<float, cpu, 0>(shape<0>{}, 0.f), tensor<float, cpu, 2>(shape{2, 2}, 0.f)}};
+    load_parameters(path, back);
+    CHECK(flat(back) == std::vector<float>{7.f, 1.f, 2.f, 3.f, 4.f});
+  }
   // A folder is not a file to write.
   CHECK_THROWS_AS(save_parameters(std::filesystem::temp_directory_path().string(), trained), checkpoint_error);
   std::remove(path.c_str());

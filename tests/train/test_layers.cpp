@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -261,8 +262,37 @@ TEST_CASE("ad::keep: a residual block's intermediate is computed once forward an
   CHECK(once.predict(p, x).to_vector() == twice.predict(p, x).to_vector());
   // A tensor is handed on as it is (a reference for a named one), a var as it is.
   const tensor<float, cpu, 2> t(shape{2, 2}, 1.f);
-  CHECK(&ad::keep(t) == &t);
+  CHECK(ad::keep(t).data() == t.data());  // a view, no copy
+  static_assert(std::is_same_v<decltype(ad::keep(t)), tensor_view<const float, cpu, 2>>);
   static_assert(std::is_same_v<decltype(ad::keep(tensor<float, cpu>(shape{2}, 1.f))), tensor<float, cpu>>);
+  // `auto w = ad::keep(parameter)` in a forward serves training (a var) and predict (a view).
+  const functional kept{inits, [](const auto& ps, const auto& xs) {
+                          const auto& [w1, b1, w2, b2] = ps;
+                          const auto w = ad::keep(w1);
+                          const auto in = ad::keep(xs);
+                          return matmul(relu(matmul(in, w) + b1), w2) + b2;
+                        }};
+  CHECK(kept.predict(p, x).to_vector() == functional{inits, [](const auto& ps, const auto& xs) {
+                                            const auto& [w1, b1, w2, b2] = ps;
+                                            return matmul(relu(matmul(xs, w1) + b1), w2) + b2;
+                                          }}.predict(p, x).to_vector());
+  CHECK(std::isfinite(kept.loss_and_grad(p, x, y).loss.item()));
+}
+
+TEST_CASE("a functional model takes any label of 0 or more, INT32_MAX included: it picks no class",
+          "[train][ad][errors]") {
+  auto data = synthetic(64, 3);
+  data.labels.data()[5] = std::numeric_limits<std::int32_t>::max();
+  const functional model{parameters{nn::glorot(16, 4), nn::zeros(4)}, [](const auto& p, const auto& x) {
+                           const auto& [w, b] = p;
+                           return matmul(x, w) + b;
+                         }};
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.1f}};
+  CHECK_NOTHROW((void)trainer.accuracy(data));
+  CHECK_NOTHROW((void)trainer.fit(data, quiet(1, 16)));
+  data.labels.data()[5] = -1;
+  CHECK(locus_test::error_of([&] { (void)trainer.accuracy(data); }) ==
+        "locus: accuracy: label 5 is -1: a label is a class, 0 or more");
 }
 
 TEST_CASE("sequential refuses layers that do not chain and batches of the wrong width", "[train][ad]") {

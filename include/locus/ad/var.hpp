@@ -554,17 +554,17 @@ template <class E>
 /// then `matmul(h, W2) + h` runs relu's kernel once forward and accumulates h's gradient once
 /// backward (an expression written twice is otherwise computed twice). For an expression of vars
 /// it is evaluate(e); for one of plain tensors (a forward function called to predict) the tensor
-/// on its device; a var or a tensor is handed on as it is.
+/// on its device. A var is handed on as it is, a named tensor as a view of it (no copy), a view as
+/// it is, a temporary tensor moved: `auto h = ad::keep(...)` works for all of them.
 template <class E>
   requires expr::operand<E>
-[[nodiscard]] decltype(auto) keep(E&& e) {
+[[nodiscard]] auto keep(E&& e) {
+  using V = std::remove_cvref_t<E>;
   if constexpr (expr::has_var_v<expr::node_t<E>>) return evaluate(std::forward<E>(e));
-  else if constexpr (locus::detail::is_tensor<std::remove_cvref_t<E>>::value && std::is_lvalue_reference_v<E>)
-    return static_cast<E&&>(e);  // a reference to the caller's tensor
-  else if constexpr (locus::detail::is_tensor<std::remove_cvref_t<E>>::value)
-    return std::remove_cvref_t<E>(std::move(e));  // a temporary tensor, moved into the result
-  else
-    return locus::eval(std::forward<E>(e));
+  else if constexpr (locus::detail::is_tensor<V>::value && std::is_lvalue_reference_v<E>) return std::as_const(e).view();
+  else if constexpr (locus::detail::is_tensor<V>::value) return V(std::move(e));
+  else if constexpr (locus::detail::is_tensor_view<V>::value) return V(e);
+  else return locus::eval(std::forward<E>(e));
 }
 
 /// The gradient of the rank-0 `loss` with respect to every parameter it depends on, accumulated

@@ -8,6 +8,7 @@
 #include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,13 @@ LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fract
 // Part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
 #if LOCUS_RUNTIME_DEFINITIONS
 namespace detail {
+/// x as the shortest text that reads back as x (std::to_string prints 1e-300 as 0.000000).
+LOCUS_RUNTIME_INLINE std::string shortest(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
 /// splitmix64: the split's generator, defined here so that no standard library's shuffle decides it.
 LOCUS_RUNTIME_INLINE std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -99,10 +107,10 @@ LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fract
                      std::to_string(d.labels.size()) + " labels");
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     throw config_error("locus: split: the validation fraction must lie in (0, 1), not " +
-                       std::to_string(validation_fraction));
+                       detail::shortest(validation_fraction));
   const double wanted = std::round(validation_fraction * static_cast<double>(rows));
   if (wanted < 1.0 || wanted > static_cast<double>(rows) - 1.0)
-    throw config_error("locus: split: a validation fraction of " + std::to_string(validation_fraction) + " of " +
+    throw config_error("locus: split: a validation fraction of " + detail::shortest(validation_fraction) + " of " +
                        std::to_string(rows) + " rows leaves " + (wanted < 1.0 ? "the validation" : "the training") +
                        " part empty");
   const auto take = static_cast<std::size_t>(wanted);

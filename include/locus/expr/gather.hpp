@@ -20,7 +20,9 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -181,20 +183,47 @@ void check_slice(int axis, const std::string& shape, std::size_t n, I first, J l
                       " (0 <= first <= last <= " + std::to_string(n) + ")");
 }
 
+/// Every operand's extents equal the first's outside Axis (shape_error naming the two that differ,
+/// as the caller wrote them); the joined extent and the result's size fit in size_t.
+template <int Axis, class N0, class... Ns>
+void check_concat(const N0& first, const Ns&... rest) {
+  constexpr std::size_t R = std::size_t(N0::rank);
+  std::size_t joined = first.shape()[std::size_t(Axis)];
+  bool overflow = false;
+  const auto one = [&](const auto& n) {
+    for (std::size_t d = 0; d < R; ++d)
+      if (d != std::size_t(Axis) && n.shape()[d] != first.shape()[d])
+        throw shape_error("locus: concat<" + std::to_string(Axis) + ">: operands of shapes " + first.shape().str() +
+                          " and " + n.shape().str() + " differ outside axis " + std::to_string(Axis));
+    const std::size_t e = n.shape()[std::size_t(Axis)];
+    overflow = overflow || joined > SIZE_MAX - e;
+    joined += e;
+  };
+  (one(rest), ...);
+  auto s = first.shape();
+  s.extents[std::size_t(Axis)] = joined;
+  if (overflow || s.size_overflows())
+    locus::detail::throw_too_many_elements("concat<" + std::to_string(Axis) + ">",
+                                           overflow ? "of the operands joined" : s.str(), false);
+}
+
+/// a then b along Axis (extents checked by check_concat).
 template <int Axis, class A, class B>
 auto concat2(A a, B b) {
   static_assert(A::rank == B::rank, "locus: concat<Axis>(a, b, ...): the operands must have the same rank");
   static_assert(std::is_same_v<typename A::value_type, typename B::value_type>,
                 "locus: concat<Axis>(a, b, ...): the operands must have the same element type; convert one with "
                 "locus::cast<T>(x)");
-  constexpr int R = A::rank;
   auto s = a.shape();
-  for (std::size_t d = 0; d < std::size_t(R); ++d)
-    if (d != std::size_t(Axis) && a.shape()[d] != b.shape()[d])
-      throw shape_error("locus: concat<" + std::to_string(Axis) + ">: operands of shapes " + a.shape().str() + " and " +
-                        b.shape().str() + " differ outside axis " + std::to_string(Axis));
   s.extents[std::size_t(Axis)] = a.shape()[std::size_t(Axis)] + b.shape()[std::size_t(Axis)];
   return concatenated<Axis, A, B>{std::move(a), std::move(b), s};
+}
+
+/// The nodes joined from the right: concat(a, concat(b, c)).
+template <int Axis, class N0, class N1, class... Ns>
+auto concat_nodes(N0 n0, N1 n1, Ns... ns) {
+  if constexpr (sizeof...(Ns) == 0) return concat2<Axis>(std::move(n0), std::move(n1));
+  else return concat2<Axis>(std::move(n0), concat_nodes<Axis>(std::move(n1), std::move(ns)...));
 }
 }  // namespace detail
 
@@ -237,11 +266,19 @@ template <int Axis, class A, class B, class... Rest>
                   "locus: concat<Axis>(a, b, ...): Axis must be 0 to the operands' rank - 1 (rank-0 operands have "
                   "no axis to join)");
     return 0;
-  } else if constexpr (sizeof...(Rest) == 0)
-    return expr::detail::concat2<Axis>(expr::as_node(std::forward<A>(a)), expr::as_node(std::forward<B>(b)));
-  else
-    return expr::detail::concat2<Axis>(expr::as_node(std::forward<A>(a)),
-                                       concat<Axis>(std::forward<B>(b), std::forward<Rest>(rest)...));
+  } else if constexpr (!(expr::node_t<B>::rank == NA::rank && ((expr::node_t<Rest>::rank == NA::rank) && ...))) {
+    static_assert(expr::node_t<B>::rank == NA::rank && ((expr::node_t<Rest>::rank == NA::rank) && ...),
+                  "locus: concat<Axis>(a, b, ...): the operands must have the same rank");
+    return 0;
+  } else {
+    auto na = expr::as_node(std::forward<A>(a));
+    auto nb = expr::as_node(std::forward<B>(b));
+    auto nrest = std::make_tuple(expr::as_node(std::forward<Rest>(rest))...);
+    std::apply([&](const auto&... r) { expr::detail::check_concat<Axis>(na, nb, r...); }, nrest);
+    return std::apply(
+        [&](auto&... r) { return expr::detail::concat_nodes<Axis>(std::move(na), std::move(nb), std::move(r)...); },
+        nrest);
+  }
 }
 
 }  // namespace locus

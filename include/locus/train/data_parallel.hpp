@@ -111,7 +111,10 @@ LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_
   for (std::size_t i = 0; i < data.labels.size(); ++i)
     if (y[i] < 0 || y[i] >= classes)
       throw data::data_error(std::string("locus: ") + what + ": label " + std::to_string(i) + " is " +
-                             std::to_string(y[i]) + ", outside the model's classes [0, " + std::to_string(classes) + ")");
+                             std::to_string(y[i]) +
+                             (classes == std::numeric_limits<std::int64_t>::max()
+                                  ? std::string(": a label is a class, 0 or more")
+                                  : ", outside the model's classes [0, " + std::to_string(classes) + ")"));
 }
 
 LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& name,
@@ -470,8 +473,9 @@ private:
   Policy policy_;
   std::optional<set_type> set_;
   std::atomic<bool> fitting_{false};  ///< a fit (or a restore) is running
-  /// Labels must lie in [0, classes_): the model's classes() where it has one.
-  std::int64_t classes_ = std::numeric_limits<std::int32_t>::max();
+  /// Labels must lie in [0, classes_): the model's classes() where it has one; else any int32 label
+  /// of 0 or more (a bound no int32 reaches).
+  std::int64_t classes_ = std::numeric_limits<std::int64_t>::max();
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit
 };

@@ -73,6 +73,17 @@ void load_parameters(const std::string& path, P& p) {
   if (c.shapes != mine)
     throw checkpoint_error("locus: load_parameters: " + path + " holds tensors " + detail::describe_shapes(c.shapes) +
                            ", the parameter set has " + detail::describe_shapes(mine));
+  // A tensor without storage (a default-constructed rank-0 one) has its shape but no element.
+  std::size_t index = 0;
+  p.for_each([&](const auto& v) {
+    std::size_t want = 1;
+    for (const auto e : c.shapes[index]) want *= static_cast<std::size_t>(e);
+    if (v.size() != want)
+      throw checkpoint_error("locus: load_parameters: tensor " + std::to_string(index) + " of the parameter set holds " +
+                             std::to_string(v.size()) + " elements, its shape in " + path + " " +
+                             std::to_string(want) + " (an empty tensor? make the parameters with the model's init)");
+    ++index;
+  });
   std::size_t first = 0;
   p.for_each([&](const auto& v) {
     using V = std::remove_cvref_t<decltype(v)>;
