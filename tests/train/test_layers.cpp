@@ -151,7 +151,7 @@ TEST_CASE("sequential with dropout: masks while training, the identity when pred
   CHECK_THROWS_AS(nn::dropout(-0.1), config_error);
 }
 
-TEST_CASE("dropout sites: one pass, two sites, independent masks; the same site, the same mask", "[train][ad]") {
+TEST_CASE("dropout sites: one pass, two sites, independent masks, and the same site the same mask", "[train][ad]") {
   const tensor<float, cpu> ones(shape{20000}, 1.f);
   const pass c{true, 77};
   const auto zeros_of = [](const tensor<float, cpu>& t) {
