@@ -25,6 +25,7 @@
 #include <locus/placement/dispatch.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/ops/matmul.hpp>
+#include <locus/ops/conv.hpp>
 #include <locus/ops/nn.hpp>
 #include <locus/ops/random.hpp>
 #include <locus/data/idx.hpp>

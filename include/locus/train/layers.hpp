@@ -17,26 +17,38 @@
 // must be generic (auto parameters). Layers:
 //   nn::dense(in, out)     x W + b: W [in, out] Glorot-uniform, b [out] zeros
 //   nn::relu, nn::tanh, nn::sigmoid
+//   nn::conv2d(in, out, kernel, options)   conv2d(x, W, b, options): W [out, in, kh, kw] Glorot-uniform
+//                          (fans in * kh * kw and out * kh * kw), b [out] zeros; x [batch, in, H, W]
+//   nn::max_pool2d(window[, stride]), nn::avg_pool2d(window[, stride])
+//   nn::reshape(shape{C, H, W})   rows [batch, C*H*W] as images [batch, C, H, W] (no copy)
+//   nn::flatten            images [batch, C, H, W] as rows [batch, C*H*W] (no copy)
 //   nn::dropout(rate)      training only: each element kept with probability 1 - rate and scaled
 //                          by 1 / (1 - rate); the mask is counter-based (random.hpp): call k of
 //                          loss_and_grad uses the stream (seed, k), layer l its site l of it
 //                          (pass::site); in a functional forward, nn::dropout(rate)(h, s.site(k))
 // Initial values come from counter-based generators: the same numbers on every device. The model's
-// seed (constructor's last argument, 1 by default) picks them: dense layer l (counting dense layers
-// only) uses seed * 1000 + l, as train::mlp does, so the two start from the same weights.
+// seed (constructor's last argument, 1 by default) picks them: layer l with parameters (counting
+// dense and conv2d layers only) uses seed * 1000 + l, as train::mlp does, so the two start from the
+// same weights. sequential follows the per-example shape through its layers when it is built (a
+// convolution needs nn::reshape(shape{C, H, W}) before it) and names the layer whose input does
+// not fit.
 #include <locus/ad/ad.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
+#include <locus/ops/conv.hpp>
 #include <locus/ops/random.hpp>
 #include <locus/ops/reduce.hpp>
 #include <locus/placement/on.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <array>
 #include <atomic>
 #include <concepts>
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -82,6 +94,28 @@ private:
   }
 };
 
+/// The operations the layers call, found by ordinary lookup (locus's) and argument-dependent lookup
+/// (locus::ad's, for variables): inside namespace nn the layer types would hide them.
+namespace layer_ops {
+using locus::avg_pool2d;
+using locus::conv2d;
+using locus::max_pool2d;
+using locus::reshape;
+template <class... A>
+auto conv(A&&... a) {
+  return conv2d(std::forward<A>(a)...);
+}
+template <bool Max, class X>
+auto pool(X&& x, extent2 window, extent2 stride) {
+  if constexpr (Max) return max_pool2d(std::forward<X>(x), window, stride);
+  else return avg_pool2d(std::forward<X>(x), window, stride);
+}
+template <class X, int R>
+auto reshaped(X&& x, shape<R> s) {
+  return reshape(std::forward<X>(x), s);
+}
+}  // namespace layer_ops
+
 namespace nn {
 
 /// x W + b.
@@ -112,6 +146,95 @@ struct no_parameters {
     return {};
   }
 };
+
+/// conv2d(x, W, b, options) over images [batch, in, H, W]; see the top of this file.
+struct conv2d {
+  std::size_t in = 0, out = 0;
+  extent2 kernel;
+  conv2d_options options;
+  conv2d(std::size_t in_, std::size_t out_, extent2 kernel_, conv2d_options o = {})
+      : in(in_), out(out_), kernel(kernel_), options(o) {
+    if (in == 0 || out == 0)
+      throw shape_error("locus: nn::conv2d(" + std::to_string(in) + ", " + std::to_string(out) + ", " + kernel.str() +
+                        "): a layer of 0 channels");
+    locus::detail::check_extent_option("nn::conv2d", "kernel", kernel, 1);
+    locus::detail::check_extent_option("nn::conv2d", "stride", o.stride, 1);
+    locus::detail::check_extent_option("nn::conv2d", "padding", o.padding, 0);
+    locus::detail::check_extent_option("nn::conv2d", "dilation", o.dilation, 1);
+  }
+  [[nodiscard]] locus::shape<4> weight_shape() const {
+    return {out, in, std::size_t(kernel.h), std::size_t(kernel.w)};
+  }
+  [[nodiscard]] std::string str() const {
+    return "conv2d(" + std::to_string(in) + ", " + std::to_string(out) + ", " + kernel.str() + ")";
+  }
+  template <device D>
+  using params = std::tuple<tensor<float, D, 4>, tensor<float, D, 1>>;
+  template <device D>
+  [[nodiscard]] params<D> init(std::uint64_t seed) const {
+    const double fans = double(in + out) * double(kernel.h * kernel.w);
+    const double limit = std::sqrt(6.0 / fans);
+    return {on<D>(random::uniform<float>(weight_shape(), seed, -limit, limit)), tensor<float, D, 1>(shape{out}, 0.f)};
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P& p, const pass&) const {
+    return layer_ops::conv(std::forward<X>(x), std::get<0>(p), std::get<1>(p), options);
+  }
+};
+
+/// max_pool2d / avg_pool2d of images: window (and stride: the window by default), no padding.
+template <bool Max>
+struct pool2d : no_parameters {
+  extent2 window, stride;
+  explicit pool2d(extent2 w, std::optional<extent2> s = std::nullopt) : window(w), stride(s.value_or(w)) {
+    locus::detail::check_extent_option(name(), "window", window, 1);
+    locus::detail::check_extent_option(name(), "stride", stride, 1);
+  }
+  static constexpr const char* name() { return Max ? "nn::max_pool2d" : "nn::avg_pool2d"; }
+  [[nodiscard]] std::string str() const {
+    return std::string(Max ? "max_pool2d(" : "avg_pool2d(") + window.str() + ", stride " + stride.str() + ")";
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P&, const pass&) const {
+    return layer_ops::pool<Max>(std::forward<X>(x), window, stride);
+  }
+};
+using max_pool2d = pool2d<true>;
+using avg_pool2d = pool2d<false>;
+
+/// Rows [batch, F] read as [batch, s...] (s: the shape of one example, {C, H, W} for images).
+template <int R>
+struct reshape : no_parameters {
+  static_assert(R == 1 || R == 3, "locus: nn::reshape(shape{...}): one example's shape, {C, H, W} (images) or {F}");
+  static constexpr int rank = R;
+  locus::shape<R> example;
+  explicit reshape(locus::shape<R> s) : example(s) {
+    if (s.size_overflows() || s.size() == 0)
+      throw shape_error("locus: nn::reshape(" + s.str() + "): an example of 0 elements");
+  }
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P&, const pass&) const {
+    locus::shape<R + 1> s;
+    s.extents[0] = x.shape()[0];
+    for (int i = 0; i < R; ++i) s.extents[std::size_t(i) + 1] = example[std::size_t(i)];
+    return layer_ops::reshaped(std::forward<X>(x), s);
+  }
+};
+template <int R>
+reshape(locus::shape<R>) -> reshape<R>;
+
+/// Images [batch, C, H, W] (or any [batch, ...]) read as rows [batch, C*H*W].
+struct flatten_layer : no_parameters {
+  template <class X, class P>
+  [[nodiscard]] auto operator()(X&& x, const P&, const pass&) const {
+    using V = std::remove_cvref_t<X>;
+    const auto s = x.shape();
+    std::size_t features = 1;
+    for (int i = 1; i < V::rank; ++i) features *= s[std::size_t(i)];
+    return layer_ops::reshaped(std::forward<X>(x), shape{s[0], features});
+  }
+};
+inline constexpr flatten_layer flatten{};
 
 /// A layer without parameters: an elementwise function.
 template <class F>
@@ -299,7 +422,8 @@ public:
 private:
   template <device D, class Layer>
   auto init_one(const Layer& l, std::uint64_t& dense_index) const {
-    if constexpr (std::is_same_v<Layer, nn::dense>) return l.template init<D>(seed_ * 1000 + dense_index++);
+    if constexpr (std::is_same_v<Layer, nn::dense> || std::is_same_v<Layer, nn::conv2d>)
+      return l.template init<D>(seed_ * 1000 + dense_index++);
     else return l.template init<D>(0);
   }
 
@@ -310,21 +434,68 @@ private:
     else return forward<I + 1>(std::move(y), ps, c);
   }
 
+  /// Follows one example's shape through the layers: rows of `width` features, or an image
+  /// [C, H, W] after nn::reshape; throws naming the first layer whose input does not fit.
   void check_chain() {
     std::size_t width = 0, index = 0;
+    std::optional<std::array<std::size_t, 3>> image;
+    const auto at = [&](const std::string& kind) { return "locus: sequential: layer " + std::to_string(index) + " (" + kind + ")"; };
+    const auto image_str = [&] { return shape{(*image)[0], (*image)[1], (*image)[2]}.str(); };
+    const auto first = [&] { return width == 0 && !image; };
     auto one = [&](const auto& l) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(l)>, nn::dense>) {
+      using Layer = std::remove_cvref_t<decltype(l)>;
+      if constexpr (std::is_same_v<Layer, nn::dense>) {
+        const std::string kind = "dense(" + std::to_string(l.in) + ", " + std::to_string(l.out) + ")";
+        if (image)
+          throw shape_error(at(kind) + " after a layer of images " + image_str() + " per example: put nn::flatten before it");
         if (width != 0 && l.in != width)
           throw shape_error("locus: sequential: layer " + std::to_string(index) + " is dense(" + std::to_string(l.in) +
                             ", " + std::to_string(l.out) + ") after a layer of " + std::to_string(width) + " outputs");
+        if (first()) inputs_ = l.in;
         width = l.out;
-        if (inputs_ == 0) inputs_ = l.in;
+      } else if constexpr (std::is_same_v<Layer, nn::conv2d>) {
+        if (!image)
+          throw shape_error(at(l.str()) + ": its input is not an image; start with nn::reshape(shape{C, H, W})");
+        try {
+          const auto g = locus::detail::conv_geometry_of(shape{1, (*image)[0], (*image)[1], (*image)[2]}, l.weight_shape(),
+                                                         l.options);
+          image = std::array<std::size_t, 3>{g.k, g.oh, g.ow};
+        } catch (const error& e) {
+          throw shape_error(at(l.str()) + " on images " + image_str() + ": " + e.what());
+        }
+      } else if constexpr (requires { l.window; l.stride; }) {
+        if (!image) throw shape_error(at(l.str()) + ": its input is not an image; start with nn::reshape(shape{C, H, W})");
+        try {
+          const auto g = locus::detail::pool_geometry_of(Layer::name(), shape{1, (*image)[0], (*image)[1], (*image)[2]},
+                                                         l.window, l.stride);
+          image = std::array<std::size_t, 3>{g.c, g.oh, g.ow};
+        } catch (const error& e) {
+          throw shape_error(at(l.str()) + " on images " + image_str() + ": " + e.what());
+        }
+      } else if constexpr (requires { l.example; }) {
+        const std::size_t n = l.example.size();
+        if (first()) inputs_ = n;
+        else if (image || width != n)
+          throw shape_error(at("reshape(" + l.example.str() + ")") + " after a layer of " +
+                            (image ? "images " + image_str() : std::to_string(width) + " outputs") + " per example");
+        if constexpr (Layer::rank == 3) {
+          image = std::array<std::size_t, 3>{l.example[0], l.example[1], l.example[2]};
+          width = 0;
+        } else {
+          width = n;
+        }
+      } else if constexpr (std::is_same_v<Layer, nn::flatten_layer>) {
+        if (image) width = (*image)[0] * (*image)[1] * (*image)[2];
+        image.reset();
       }
-      ++index;
+      ++index;  // relu, tanh, sigmoid and dropout keep the shape
     };
     std::apply([&](const auto&... l) { (one(l), ...); }, layers_);
     if (inputs_ == 0) throw shape_error("locus: sequential: no dense layer (nothing to train)");
-    classes_ = width;  // relu, tanh, sigmoid and dropout keep the width
+    if (image)
+      throw shape_error("locus: sequential: the last layer gives images " + image_str() +
+                        " per example; a classifier ends in rows of logits (nn::flatten, then nn::dense)");
+    classes_ = width;
   }
 
   std::tuple<L...> layers_;

@@ -1,0 +1,545 @@
+#pragma once
+// Convolution and pooling over NCHW batches, placed and checked like every expression:
+//     auto y = on<gpu<1>>(relu(conv2d(x, w, b, {.stride = 2, .padding = 1})));
+//     auto p = on<gpu<1>>(max_pool2d(y, 2));          // window 2x2, stride 2
+// x is [N, C, H, W], w [K, C, R, S], b [K] (optional: the bias is added in the kernel that writes
+// the result); the result is [N, K, H', W'] with H' = (H + 2 padding - dilation (R - 1) - 1) / stride + 1
+// (PyTorch's and TensorFlow's formula). Pooling windows do not pad; stride defaults to the window.
+//
+// How it runs (host and CUDA alike, no cuDNN): im2col into a [N H' W', C R S] matrix from the
+// caching arena (one kernel), one GEMM against the filters (CBLAS / cuBLAS, as matmul), one kernel
+// that writes NCHW and adds the bias. Backward (locus::ad, ad/ops.hpp): the gradient permuted to
+// [N H' W', K] (one kernel), dW = g^T cols and dcols = g W (two GEMMs), dx gathered from dcols (one
+// kernel, no atomics: deterministic), db the column sums of g. max_pool2d's gradient goes to the
+// window's first maximum (NaN counts as the maximum: a window with a NaN gives NaN and routes the
+// gradient to its first NaN); avg_pool2d's is spread evenly.
+//
+// An operand that is an expression is evaluated into a temporary first (like matmul's); the
+// operations are staged operands of larger expressions (`relu(conv2d(x, w) + 1.f)`). They are
+// logged with TensorFlow's op names: conv2d (Conv2D), max_pool2d (MaxPool), avg_pool2d (AvgPool).
+// Bad shapes and options throw (shape_error, config_error) when the expression is built, before
+// anything runs. Element types: float and double.
+#include <locus/backend/blas.hpp>
+#include <locus/backend/parallel.hpp>
+#include <locus/config.hpp>
+#include <locus/device/device.hpp>
+#include <locus/errors.hpp>
+#include <locus/expr/node.hpp>
+#include <locus/expr/operators.hpp>
+#include <locus/ops/matmul.hpp>
+#include <locus/ops/reduce.hpp>
+#include <locus/placement/on.hpp>
+#include <locus/tensor/tensor.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace locus {
+
+/// Two extents, one per spatial axis: `2` means 2 along both, `{2, 1}` height 2 and width 1.
+struct extent2 {
+  std::int64_t h = 0, w = 0;
+  constexpr extent2() = default;
+  constexpr extent2(std::int64_t both) : h(both), w(both) {}  // NOLINT(google-explicit-constructor)
+  constexpr extent2(std::int64_t h_, std::int64_t w_) : h(h_), w(w_) {}
+  [[nodiscard]] std::string str() const { return h == w ? std::to_string(h) : std::to_string(h) + "x" + std::to_string(w); }
+};
+
+/// conv2d's options: strides 1 or more, paddings 0 or more (zeros around the input), dilations 1 or more.
+struct conv2d_options {
+  extent2 stride = 1;
+  extent2 padding = 0;
+  extent2 dilation = 1;
+};
+
+namespace ops {
+struct conv2d {
+  static constexpr const char* name = "conv2d";
+  static constexpr const char* type = "Conv2D";
+};
+struct max_pool2d {
+  static constexpr const char* name = "max_pool2d";
+  static constexpr const char* type = "MaxPool";
+};
+struct avg_pool2d {
+  static constexpr const char* name = "avg_pool2d";
+  static constexpr const char* type = "AvgPool";
+};
+}  // namespace ops
+
+namespace detail {
+
+/// Everything a convolution's kernels need, checked: input [n, c, h, w], filters [k, c, r, s].
+struct conv_geometry {
+  std::size_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0;
+  std::size_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  std::size_t oh = 0, ow = 0;
+  [[nodiscard]] LOCUS_HOST_DEVICE std::size_t positions() const { return oh * ow; }
+  [[nodiscard]] LOCUS_HOST_DEVICE std::size_t patch() const { return c * r * s; }
+};
+
+/// A pooling window over input [n, c, h, w].
+struct pool_geometry {
+  std::size_t n = 0, c = 0, h = 0, w = 0, wh = 1, ww = 1, sh = 1, sw = 1, oh = 0, ow = 0;
+};
+
+inline void check_extent_option(const char* op, const char* what, const extent2& e, std::int64_t least) {
+  if (e.h < least || e.w < least)
+    throw config_error(std::string("locus: ") + op + ": " + what + " " + e.str() + " (a " + what + " is " +
+                       std::to_string(least) + " or more along each axis)");
+}
+
+/// The output extent of one axis; throws when the (dilated) window does not fit the padded input.
+inline std::size_t window_positions(const char* op, const char* axis, std::size_t in, std::size_t pad, std::size_t window,
+                                    std::size_t dilation, std::size_t stride, const std::string& shapes) {
+  const std::size_t span = dilation * (window - 1) + 1;
+  if (window == 0 || span > in + 2 * pad)
+    throw shape_error(std::string("locus: ") + op + ": " + shapes + ": a window of " + std::to_string(span) + " along the " +
+                      axis + " does not fit the input's " + std::to_string(in) +
+                      (pad != 0 ? " (" + std::to_string(in + 2 * pad) + " padded)" : std::string()));
+  return (in + 2 * pad - span) / stride + 1;
+}
+
+inline conv_geometry conv_geometry_of(const shape<4>& x, const shape<4>& w, const conv2d_options& o) {
+  check_extent_option("conv2d", "stride", o.stride, 1);
+  check_extent_option("conv2d", "padding", o.padding, 0);
+  check_extent_option("conv2d", "dilation", o.dilation, 1);
+  const std::string shapes = "x of shape " + x.str() + ", w of shape " + w.str();
+  if (x[1] != w[1])
+    throw shape_error("locus: conv2d: " + shapes + ": x has " + std::to_string(x[1]) + " channels, w's filters take " +
+                      std::to_string(w[1]) + " (w is [out channels, in channels, height, width])");
+  conv_geometry g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3], g.k = w[0], g.r = w[2], g.s = w[3];
+  g.sh = std::size_t(o.stride.h), g.sw = std::size_t(o.stride.w);
+  g.ph = std::size_t(o.padding.h), g.pw = std::size_t(o.padding.w);
+  g.dh = std::size_t(o.dilation.h), g.dw = std::size_t(o.dilation.w);
+  g.oh = window_positions("conv2d", "height", g.h, g.ph, g.r, g.dh, g.sh, shapes);
+  g.ow = window_positions("conv2d", "width", g.w, g.pw, g.s, g.dw, g.sw, shapes);
+  return g;
+}
+
+inline pool_geometry pool_geometry_of(const char* op, const shape<4>& x, const extent2& window, const extent2& stride) {
+  check_extent_option(op, "window", window, 1);
+  check_extent_option(op, "stride", stride, 1);
+  const std::string shapes = "x of shape " + x.str();
+  pool_geometry g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.wh = std::size_t(window.h), g.ww = std::size_t(window.w), g.sh = std::size_t(stride.h), g.sw = std::size_t(stride.w);
+  g.oh = window_positions(op, "height", g.h, 0, g.wh, 1, g.sh, shapes);
+  g.ow = window_positions(op, "width", g.w, 0, g.ww, 1, g.sw, shapes);
+  return g;
+}
+
+// ---- kernels (value-returning: backend::transform writes element i) ---------------------------
+
+/// cols[(n P + p) CRS + q]: the input element under filter tap q at output position p (0 in the padding).
+template <class T>
+struct im2col_kernel {
+  const T* x;
+  conv_geometry g;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t patch = g.patch(), row = i / patch, q = i % patch;
+    const std::size_t n = row / g.positions(), p = row % g.positions();
+    const std::size_t c = q / (g.r * g.s), rs = q % (g.r * g.s);
+    const auto y = static_cast<std::int64_t>((p / g.ow) * g.sh + (rs / g.s) * g.dh) - static_cast<std::int64_t>(g.ph);
+    const auto xx = static_cast<std::int64_t>((p % g.ow) * g.sw + (rs % g.s) * g.dw) - static_cast<std::int64_t>(g.pw);
+    if (y < 0 || xx < 0 || y >= static_cast<std::int64_t>(g.h) || xx >= static_cast<std::int64_t>(g.w)) return T(0);
+    return x[((n * g.c + c) * g.h + std::size_t(y)) * g.w + std::size_t(xx)];
+  }
+};
+
+/// y[n, k, p] = rows[(n P + p) K + k] (+ b[k]).
+template <class T>
+struct nchw_from_rows_kernel {
+  const T* rows;
+  const T* bias;  // null: no bias
+  std::size_t k, positions;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t n = i / (k * positions), rest = i % (k * positions), kk = rest / positions, p = rest % positions;
+    const T v = rows[(n * positions + p) * k + kk];
+    return bias != nullptr ? v + bias[kk] : v;
+  }
+};
+
+/// rows[(n P + p) K + k] = g[n, k, p].
+template <class T>
+struct rows_from_nchw_kernel {
+  const T* g;
+  std::size_t k, positions;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t row = i / k, kk = i % k, n = row / positions, p = row % positions;
+    return g[(n * k + kk) * positions + p];
+  }
+};
+
+/// dx[n, c, y, x]: the sum of dcols over every (output position, tap) that read that element.
+template <class T>
+struct col2im_kernel {
+  const T* dcols;
+  conv_geometry g;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t xx = i % g.w, y = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, n = i / (g.w * g.h * g.c);
+    T acc = T(0);
+    for (std::size_t r = 0; r < g.r; ++r) {
+      const auto ty = static_cast<std::int64_t>(y + g.ph) - static_cast<std::int64_t>(r * g.dh);
+      if (ty < 0 || std::size_t(ty) % g.sh != 0) continue;
+      const std::size_t oy = std::size_t(ty) / g.sh;
+      if (oy >= g.oh) continue;
+      for (std::size_t s = 0; s < g.s; ++s) {
+        const auto tx = static_cast<std::int64_t>(xx + g.pw) - static_cast<std::int64_t>(s * g.dw);
+        if (tx < 0 || std::size_t(tx) % g.sw != 0) continue;
+        const std::size_t ox = std::size_t(tx) / g.sw;
+        if (ox >= g.ow) continue;
+        acc += dcols[(n * g.positions() + oy * g.ow + ox) * g.patch() + (c * g.r + r) * g.s + s];
+      }
+    }
+    return acc;
+  }
+};
+
+/// The offset (within the image plane) of the window's first maximum; NaN is the maximum.
+template <class T>
+LOCUS_HOST_DEVICE inline std::size_t window_argmax(const T* plane, const pool_geometry& g, std::size_t oy, std::size_t ox) {
+  std::size_t best = oy * g.sh * g.w + ox * g.sw;
+  T m = plane[best];
+  for (std::size_t r = 0; r < g.wh; ++r)
+    for (std::size_t s = 0; s < g.ww; ++s) {
+      const std::size_t at = (oy * g.sh + r) * g.w + ox * g.sw + s;
+      const T v = plane[at];
+      if (m == m && (v != v || v > m)) {  // NaN sticks once seen; ties keep the first
+        m = v;
+        best = at;
+      }
+    }
+  return best;
+}
+
+template <class T, bool Max>
+struct pool_kernel {
+  const T* x;
+  pool_geometry g;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t ox = i % g.ow, oy = (i / g.ow) % g.oh, plane = i / (g.ow * g.oh);
+    const T* px = x + plane * g.h * g.w;
+    if constexpr (Max) {
+      return px[window_argmax(px, g, oy, ox)];
+    } else {
+      T acc = T(0);
+      for (std::size_t r = 0; r < g.wh; ++r)
+        for (std::size_t s = 0; s < g.ww; ++s) acc += px[(oy * g.sh + r) * g.w + ox * g.sw + s];
+      return acc / static_cast<T>(g.wh * g.ww);
+    }
+  }
+};
+
+/// dx[plane, y, x]: the sum over the windows that cover (y, x) of dy, where the element was the
+/// window's first maximum (Max) or divided by the window's size (average).
+template <class T, bool Max>
+struct pool_backward_kernel {
+  const T* x;
+  const T* dy;
+  pool_geometry g;
+  LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
+    const std::size_t xx = i % g.w, y = (i / g.w) % g.h, plane = i / (g.w * g.h);
+    // Windows oy with oy sh <= y < oy sh + wh.
+    const std::size_t oy_lo = y + 1 > g.wh ? (y + 1 - g.wh + g.sh - 1) / g.sh : 0;
+    const std::size_t ox_lo = xx + 1 > g.ww ? (xx + 1 - g.ww + g.sw - 1) / g.sw : 0;
+    const std::size_t oy_hi = y / g.sh < g.oh ? y / g.sh : g.oh - 1;
+    const std::size_t ox_hi = xx / g.sw < g.ow ? xx / g.sw : g.ow - 1;
+    const T* px = x + plane * g.h * g.w;
+    const T* pdy = dy + plane * g.oh * g.ow;
+    T acc = T(0);
+    for (std::size_t oy = oy_lo; oy <= oy_hi && oy < g.oh; ++oy)
+      for (std::size_t ox = ox_lo; ox <= ox_hi && ox < g.ow; ++ox) {
+        if constexpr (Max) {
+          if (window_argmax(px, g, oy, ox) == y * g.w + xx) acc += pdy[oy * g.ow + ox];
+        } else {
+          acc += pdy[oy * g.ow + ox];
+        }
+      }
+    if constexpr (Max) return acc;
+    else return acc / static_cast<T>(g.wh * g.ww);
+  }
+};
+
+template <class T>
+constexpr void check_conv_type() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "locus: conv2d and pooling take float or double tensors (bfloat16 or half ones: cast<float>(x) first)");
+}
+
+/// A missing bias: no operand, nothing to log or place.
+struct no_bias {
+  using devices = expr::type_list<>;
+  using operations = expr::type_list<>;
+  template <class V>
+  void visit(V&) const {}
+  template <class F>
+  [[nodiscard]] no_bias rebind(F&) const {
+    return *this;
+  }
+};
+
+/// An operand as conv2d and pooling read it: a memory leaf, or anything else staged into a temporary.
+template <class X>
+auto memory_operand_of(X&& x) {
+  auto n = expr::as_node(std::forward<X>(x));
+  using N = decltype(n);
+  if constexpr (expr::detail::is_memory_leaf<N> || expr::is_staged_v<N>) return n;
+  else return expr::staged<N>{std::move(n)};
+}
+
+/// The backward of a convolution (gradients of x, w and b for the gradient g of its result), on D.
+template <class T, device D>
+struct conv_gradients {
+  tensor<T, D, 4> dx;
+  tensor<T, D, 4> dw;
+  tensor<T, D, 1> db;
+};
+
+template <class T, device D>
+conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, const conv_geometry& geo, bool want_dx,
+                                        bool want_dw, bool want_db) {
+  const std::size_t rows = geo.n * geo.positions(), patch = geo.patch();
+  conv_gradients<T, D> out;
+  auto gt = tensor<T, D, 2>::uninitialized_of(shape{rows, geo.k});
+  backend::transform<D>(gt.size(), rows_from_nchw_kernel<T>{g, geo.k, geo.positions()}, gt.data());
+  if (want_dw) {
+    auto cols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
+    backend::transform<D>(cols.size(), im2col_kernel<T>{x, geo}, cols.data());
+    out.dw = tensor<T, D, 4>::uninitialized_of(shape{geo.k, geo.c, geo.r, geo.s});
+    backend::gemm<D>(true, false, geo.k, patch, rows, T(1), gt.data(), geo.k, cols.data(), patch, T(0), out.dw.data(),
+                     patch);
+  }
+  if (want_dx) {
+    auto dcols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
+    backend::gemm<D>(false, false, rows, patch, geo.k, T(1), gt.data(), geo.k, w, patch, T(0), dcols.data(), patch);
+    out.dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
+    backend::transform<D>(out.dx.size(), col2im_kernel<T>{dcols.data(), geo}, out.dx.data());
+  }
+  if (want_db) out.db = on<D>(sum<0>(gt));
+  return out;
+}
+
+template <class T, bool Max, device D>
+tensor<T, D, 4> pool_backward_on(const T* x, const T* dy, const pool_geometry& geo) {
+  auto dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
+  backend::transform<D>(dx.size(), pool_backward_kernel<T, Max>{x, dy, geo}, dx.data());
+  return dx;
+}
+
+}  // namespace detail
+
+namespace expr {
+
+/// conv2d(x, w[, b], options): see the top of this file. LX, LW: memory leaves or staged operands;
+/// LB: the same, or detail::no_bias.
+template <class LX, class LW, class LB>
+struct conv2d_expr {
+  using locus_special = void;
+  using value_type = typename LX::value_type;
+  static constexpr int rank = 4;
+  static constexpr bool has_bias = !std::is_same_v<LB, locus::detail::no_bias>;
+  using devices = merge_t<typename LX::devices, typename LW::devices, typename LB::devices>;
+  using operations = merge_t<type_list<operation<ops::conv2d, value_type>>, typename LX::operations,
+                             typename LW::operations, typename LB::operations>;
+  static constexpr bool has_staged = has_staged_v<LX> || has_staged_v<LW> || has_staged_v<LB>;
+  static constexpr bool has_var = false;
+
+  LX x;
+  LW w;
+  LB b;
+  conv2d_options options;
+  locus::detail::conv_geometry geometry;
+
+  conv2d_expr(LX x_, LW w_, LB b_, const conv2d_options& o)
+      : x(std::move(x_)), w(std::move(w_)), b(std::move(b_)), options(o),
+        geometry(locus::detail::conv_geometry_of(x.shape(), w.shape(), o)) {
+    if constexpr (has_bias)
+      if (b.shape()[0] != geometry.k)
+        throw shape_error("locus: conv2d: a bias of shape " + b.shape().str() + " for filters of shape " + w.shape().str() +
+                          " (one value per output channel: [" + std::to_string(geometry.k) + "])");
+  }
+
+  [[nodiscard]] locus::shape<4> shape() const { return {geometry.n, geometry.k, geometry.oh, geometry.ow}; }
+
+  template <class V>
+  void visit(V& v) const {
+    x.visit(v);
+    w.visit(v);
+    b.visit(v);
+    v.op(ops::conv2d::name, ops::conv2d::type);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    auto rx = x.rebind(f);
+    auto rw = w.rebind(f);
+    auto rb = b.rebind(f);
+    return conv2d_expr<decltype(rx), decltype(rw), decltype(rb)>(std::move(rx), std::move(rw), std::move(rb), options);
+  }
+
+  template <device D>
+  void write(const tensor_view<value_type, D, 4>& out) const {
+    using T = value_type;
+    const auto& g = geometry;
+    const std::size_t rows = g.n * g.positions(), patch = g.patch();
+    const T* pb = nullptr;
+    if constexpr (has_bias) pb = b.kernel().p;
+    auto cols = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{rows, patch});
+    backend::transform<D>(cols.size(), locus::detail::im2col_kernel<T>{x.kernel().p, g}, cols.data());
+    auto yt = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{rows, g.k});
+    backend::gemm<D>(false, true, rows, g.k, patch, T(1), cols.data(), patch, w.kernel().p, patch, T(0), yt.data(), g.k);
+    backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yt.data(), pb, g.k, g.positions()},
+                          out.data());
+  }
+};
+
+/// max_pool2d / avg_pool2d over a memory leaf or staged operand.
+template <class Op, class LX>
+struct pool2d_expr {
+  using locus_special = void;
+  using value_type = typename LX::value_type;
+  static constexpr int rank = 4;
+  using devices = typename LX::devices;
+  using operations = merge_t<type_list<operation<Op, value_type>>, typename LX::operations>;
+  static constexpr bool has_staged = has_staged_v<LX>;
+  static constexpr bool has_var = false;
+
+  LX x;
+  extent2 window, stride;
+  locus::detail::pool_geometry geometry;
+
+  pool2d_expr(LX x_, extent2 win, extent2 str)
+      : x(std::move(x_)), window(win), stride(str), geometry(locus::detail::pool_geometry_of(Op::name, x.shape(), win, str)) {}
+
+  [[nodiscard]] locus::shape<4> shape() const { return {geometry.n, geometry.c, geometry.oh, geometry.ow}; }
+  template <class V>
+  void visit(V& v) const {
+    x.visit(v);
+    v.op(Op::name, Op::type);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    auto rx = x.rebind(f);
+    return pool2d_expr<Op, decltype(rx)>(std::move(rx), window, stride);
+  }
+  template <device D>
+  void write(const tensor_view<value_type, D, 4>& out) const {
+    constexpr bool is_max = std::is_same_v<Op, ops::max_pool2d>;
+    backend::transform<D>(out.size(), locus::detail::pool_kernel<value_type, is_max>{x.kernel().p, geometry}, out.data());
+  }
+};
+
+/// reshape(e, shape) of an expression (not a tensor or view: those reshape as views, tensor/slice.hpp):
+/// its value copied into the new shape.
+template <class LX, int R>
+struct reshaped_expr {
+  using locus_special = void;
+  using value_type = typename LX::value_type;
+  static constexpr int rank = R;
+  using devices = typename LX::devices;
+  using operations = typename LX::operations;
+  static constexpr bool has_staged = has_staged_v<LX>;
+  static constexpr bool has_var = false;
+
+  LX x;
+  locus::shape<R> to;
+
+  reshaped_expr(LX x_, locus::shape<R> s) : x(std::move(x_)), to(s) {
+    if (to.size_overflows() || to.size() != x.shape().size())
+      throw shape_error("locus: reshape: an expression of shape " + x.shape().str() + " (" +
+                        std::to_string(x.shape().size()) + " elements) into shape " + to.str());
+  }
+  [[nodiscard]] const locus::shape<R>& shape() const { return to; }
+  template <class V>
+  void visit(V& v) const {
+    x.visit(v);
+  }
+  template <class F>
+  [[nodiscard]] auto rebind(F& f) const {
+    auto rx = x.rebind(f);
+    return reshaped_expr<decltype(rx), R>(std::move(rx), to);
+  }
+  template <device D>
+  void write(const tensor_view<value_type, D, R>& out) const {
+    backend::copy(id_of<D>, out.data(), id_of<D>, x.kernel().p, out.size() * sizeof(value_type));
+  }
+};
+
+/// conv2d(x, w, options) of tensors, views or expressions without variables (those are locus::ad's).
+template <class X, class W>
+  requires(!has_var_v<std::remove_cvref_t<X>> && !has_var_v<std::remove_cvref_t<W>>)
+[[nodiscard]] auto conv2d(X&& x, W&& w, const conv2d_options& o = {}) {
+  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  auto nw = locus::detail::memory_operand_of(std::forward<W>(w));
+  using NX = decltype(nx);
+  using NW = decltype(nw);
+  static_assert(NX::rank == 4 && NW::rank == 4, "locus: conv2d(x, w): x is [N, C, H, W] and w [K, C, R, S], both rank 4");
+  static_assert(std::is_same_v<typename NX::value_type, typename NW::value_type>,
+                "locus: conv2d(x, w): x and w must have the same element type");
+  locus::detail::check_conv_type<typename NX::value_type>();
+  return conv2d_expr<NX, NW, locus::detail::no_bias>(std::move(nx), std::move(nw), {}, o);
+}
+/// conv2d(x, w, b, options): with a bias b [K] added to every output of channel k.
+template <class X, class W, class B>
+  requires(!has_var_v<std::remove_cvref_t<X>> && !has_var_v<std::remove_cvref_t<W>> &&
+           !has_var_v<std::remove_cvref_t<B>> && !std::is_same_v<std::remove_cvref_t<B>, conv2d_options>)
+[[nodiscard]] auto conv2d(X&& x, W&& w, B&& b, const conv2d_options& o = {}) {
+  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  auto nw = locus::detail::memory_operand_of(std::forward<W>(w));
+  auto nb = locus::detail::memory_operand_of(std::forward<B>(b));
+  using NX = decltype(nx);
+  using NW = decltype(nw);
+  using NB = decltype(nb);
+  static_assert(NX::rank == 4 && NW::rank == 4 && NB::rank == 1,
+                "locus: conv2d(x, w, b): x is [N, C, H, W], w [K, C, R, S] and b [K]");
+  static_assert(std::is_same_v<typename NX::value_type, typename NW::value_type> &&
+                    std::is_same_v<typename NX::value_type, typename NB::value_type>,
+                "locus: conv2d(x, w, b): x, w and b must have the same element type");
+  locus::detail::check_conv_type<typename NX::value_type>();
+  return conv2d_expr<NX, NW, NB>(std::move(nx), std::move(nw), std::move(nb), o);
+}
+
+template <class Op, class X>
+auto pool2d(X&& x, extent2 window, extent2 stride) {
+  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  using NX = decltype(nx);
+  static_assert(NX::rank == 4, "locus: max_pool2d(x, window) and avg_pool2d(x, window): x is [N, C, H, W], rank 4");
+  locus::detail::check_conv_type<typename NX::value_type>();
+  return pool2d_expr<Op, NX>(std::move(nx), window, stride);
+}
+
+/// max_pool2d(x, window[, stride]): each window's maximum (stride: the window by default).
+template <class X>
+  requires(!has_var_v<std::remove_cvref_t<X>>)
+[[nodiscard]] auto max_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
+  return pool2d<ops::max_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+}
+/// avg_pool2d(x, window[, stride]): each window's mean.
+template <class X>
+  requires(!has_var_v<std::remove_cvref_t<X>>)
+[[nodiscard]] auto avg_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
+  return pool2d<ops::avg_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+}
+
+/// reshape(e, s) of an expression (a product, a convolution, an elementwise tree): evaluated, then
+/// read in shape s. Tensors and views reshape without a copy (tensor/slice.hpp).
+template <class X, int R>
+  requires(!has_var_v<std::remove_cvref_t<X>> && !locus::detail::is_tensor<std::remove_cvref_t<X>>::value &&
+           !locus::detail::is_tensor_view<std::remove_cvref_t<X>>::value && operand<X>)
+[[nodiscard]] auto reshape(X&& x, locus::shape<R> s) {
+  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  return reshaped_expr<decltype(nx), R>(std::move(nx), s);
+}
+
+}  // namespace expr
+
+using expr::avg_pool2d;
+using expr::conv2d;
+using expr::max_pool2d;
+using expr::reshape;
+
+}  // namespace locus
