@@ -1,8 +1,10 @@
 // A convolutional network on Fashion-MNIST, trained data-parallel on one or two GPUs (emulated where
 // there are none) with synchronous averaging or Hogwild, AdamW, batch 128:
 //
-//   reshape [1, 28, 28] -> conv2d 3x3 (padding 1) -> relu -> max_pool2d 2 -> conv2d 3x3 -> relu
-//   -> max_pool2d 2 -> flatten -> dense 128 -> relu -> dense 10
+//   reshape [1, 28, 28] -> conv2d 3x3 (padding 1) -> relu -> max_pool2d 2 -> conv2d 3x3 (padding 1)
+//   -> relu -> max_pool2d 2 -> flatten -> dense 128 -> relu -> dense 10
+//
+// (the network of ../shared/reference/cnn_torch.py, PyTorch's side of the comparison)
 //
 //   cnn_train [--policy sync|hogwild] [--devices 1|2] [--epochs E] [--max-steps N]
 //             [--channels C1,C2] [--test-images N] [--expect-accuracy A] [--log-device-placement]
@@ -53,11 +55,11 @@ int main(int argc, char** argv) try {
     }
   }
 
-  // ---- the network: 28x28 -> 28x28 -> 14x14 -> 12x12 -> 6x6, then two dense layers ----
+  // ---- the network: 28x28 -> 28x28 -> 14x14 -> 14x14 -> 7x7, then two dense layers ----
   train::sequential cnn{nn::reshape(shape{1, 28, 28}),
                         nn::conv2d(1, c1, 3, {.padding = 1}), nn::relu, nn::max_pool2d(2),
-                        nn::conv2d(c1, c2, 3), nn::relu, nn::max_pool2d(2),
-                        nn::flatten, nn::dense(c2 * 6 * 6, 128), nn::relu, nn::dense(128, 10)};
+                        nn::conv2d(c1, c2, 3, {.padding = 1}), nn::relu, nn::max_pool2d(2),
+                        nn::flatten, nn::dense(c2 * 7 * 7, 128), nn::relu, nn::dense(128, 10)};
 
   const auto train_set = data::fashion_mnist::load_train();
   auto test_set = data::fashion_mnist::load_test();
