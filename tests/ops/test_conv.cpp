@@ -331,3 +331,31 @@ TEST_CASE("CNN layers: shapes followed when the model is built, a small network 
   const auto on_gpu = train_on(gpu<1>{});
   CHECK(locus_test::all_close(on_gpu, widen(on_cpu), 1e-4));
 }
+
+TEST_CASE("conv2d and pooling: sizes past 2^62 and results past a size_t are refused when built", "[conv]") {
+  const tensor<float, cpu, 4> x(shape{1, 1, 5, 5}, 1.f), w1(shape{1, 1, 1, 1}, 1.f), w5(shape{1, 1, 5, 5}, 1.f);
+  constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH((void)conv2d(x, w1, {.padding = big}),
+                    Catch::Matchers::Contains("a padding of 9223372036854775807 along the height (past 2^62)"));
+  CHECK_THROWS_WITH((void)conv2d(x, w5, {.dilation = std::int64_t(1) << 62}),
+                    Catch::Matchers::Contains("a window of 5 dilated by 4611686018427387904 along the height spans more"));
+  CHECK_THROWS_WITH((void)conv2d(x, w1, {.padding = std::int64_t(1) << 62}),
+                    Catch::Matchers::Contains("has more elements than a size_t counts"));
+  // Pooling's stride written as {height, width}, as the window is.
+  tensor<float, cpu, 4> p = max_pool2d(x, {2, 3}, {1, 2});
+  CHECK(p.shape() == shape{1, 1, 4, 2});
+  CHECK(train::nn::avg_pool2d({2, 2}, {1, 1}).stride.h == 1);
+}
+
+TEST_CASE("conv2d and pooling: the GPUs' element kernels, run on the host, give the definition's values and gradients",
+          "[conv]") {
+  // CUDA runs other kernels than host-run devices (one thread per element, gathers instead of
+  // per-plane loops); CI has no GPU, so they run here on the cpu.
+  struct element_kernels {
+    element_kernels() { locus::detail::conv_element_kernels_on_host = true; }
+    ~element_kernels() { locus::detail::conv_element_kernels_on_host = false; }
+  } guard;
+  for (const auto& gc : geometries) conv_case<cpu, double>(gc);
+  pool_case<cpu, double>(2, 2);
+  pool_case<cpu, double>(3, 2);
+}

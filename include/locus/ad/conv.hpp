@@ -36,11 +36,17 @@ auto below_typed_surface(const F& f) {
   }
 }
 
+/// conv_step's bias when there is none (an empty optional of this type).
+struct no_bias_var {
+  [[nodiscard]] bool requires_grad() const { return false; }
+  [[nodiscard]] std::shared_ptr<step_base> shared_step() const { return nullptr; }
+};
+
 template <class T, device D, class X, class W, class B>
 auto conv_step(const X& vx, const W& vw, const std::optional<B>& vb, const conv2d_options& o) {
   check_differentiable<T>();
   auto s = std::make_shared<step<T, D, 4>>();
-  if (vb) s->owned = on<D>(locus::conv2d(vx.value(), vw.value(), vb->value(), o));
+  if constexpr (std::is_same_v<B, var<T, D, 1>>) s->owned = on<D>(locus::conv2d(vx.value(), vw.value(), vb->value(), o));
   else s->owned = on<D>(locus::conv2d(vx.value(), vw.value(), o));
   s->value = std::as_const(s->owned).view();
   s->inputs = {vx.shared_step(), vw.shared_step()};
@@ -59,7 +65,8 @@ auto conv_step(const X& vx, const W& vw, const std::optional<B>& vb, const conv2
       });
       if (vx.requires_grad()) vx.step()->accumulate(std::move(r.dx));
       if (vw.requires_grad()) vw.step()->accumulate(std::move(r.dw));
-      if (want_db) vb->step()->accumulate(std::move(r.db));
+      if constexpr (std::is_same_v<B, var<T, D, 1>>)
+        if (want_db) vb->step()->accumulate(std::move(r.db));
     };
   }
   return var<T, D, 4>(std::move(s));
@@ -113,7 +120,7 @@ template <class X, class W>
   detail::check_conv_operands<decltype(vx), decltype(vw)>();
   using T = typename decltype(vx)::value_type;
   using D = typename decltype(vx)::device_type;
-  return detail::conv_step<T, D>(vx, vw, std::optional<var<T, D, 1>>{}, o);
+  return detail::conv_step<T, D>(vx, vw, std::optional<detail::no_bias_var>{}, o);
 }
 
 /// conv2d(x, w, b, options) with x, w or b differentiable.
@@ -136,14 +143,24 @@ template <class X, class W, class B>
 /// max_pool2d(x, window[, stride]) with x differentiable.
 template <class X>
   requires(detail::involves_var<X>())
-[[nodiscard]] auto max_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
-  return detail::pool_step<ops::max_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+[[nodiscard]] auto max_pool2d(X&& x, extent2 window) {
+  return detail::pool_step<ops::max_pool2d>(std::forward<X>(x), window, window);
+}
+template <class X>
+  requires(detail::involves_var<X>())
+[[nodiscard]] auto max_pool2d(X&& x, extent2 window, extent2 stride) {
+  return detail::pool_step<ops::max_pool2d>(std::forward<X>(x), window, stride);
 }
 /// avg_pool2d(x, window[, stride]) with x differentiable.
 template <class X>
   requires(detail::involves_var<X>())
-[[nodiscard]] auto avg_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
-  return detail::pool_step<ops::avg_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+[[nodiscard]] auto avg_pool2d(X&& x, extent2 window) {
+  return detail::pool_step<ops::avg_pool2d>(std::forward<X>(x), window, window);
+}
+template <class X>
+  requires(detail::involves_var<X>())
+[[nodiscard]] auto avg_pool2d(X&& x, extent2 window, extent2 stride) {
+  return detail::pool_step<ops::avg_pool2d>(std::forward<X>(x), window, stride);
 }
 
 /// reshape(x, s) of a var or an expression of vars: the same elements in shape s, no copy.

@@ -92,15 +92,32 @@ inline void check_extent_option(const char* op, const char* what, const extent2&
                        std::to_string(least) + " or more along each axis)");
 }
 
-/// The output extent of one axis; throws when the (dilated) window does not fit the padded input.
+/// The output extent of one axis; throws when the (dilated) window does not fit the padded input
+/// (computed without overflow: a padding or dilation near 2^63 is refused, not wrapped).
 inline std::size_t window_positions(const char* op, const char* axis, std::size_t in, std::size_t pad, std::size_t window,
                                     std::size_t dilation, std::size_t stride, const std::string& shapes) {
+  constexpr std::size_t most = std::size_t(1) << 62;  // far beyond any tensor, far from wrapping
+  const std::string where = std::string("locus: ") + op + ": " + shapes + ": ";
+  if (in > most) throw shape_error(where + "an input of " + std::to_string(in) + " along the " + axis + " (past 2^62)");
+  if (pad > most) throw shape_error(where + "a padding of " + std::to_string(pad) + " along the " + axis + " (past 2^62)");
+  if (window > 1 && dilation > most / (window - 1))
+    throw shape_error(where + "a window of " + std::to_string(window) +
+                      (dilation != 1 ? " dilated by " + std::to_string(dilation) : std::string()) + " along the " + axis +
+                      " spans more than 2^62");
   const std::size_t span = dilation * (window - 1) + 1;
   if (window == 0 || span > in + 2 * pad)
-    throw shape_error(std::string("locus: ") + op + ": " + shapes + ": a window of " + std::to_string(span) + " along the " +
-                      axis + " does not fit the input's " + std::to_string(in) +
+    throw shape_error(where + "a window of " + std::to_string(window == 0 ? 0 : span) + " along the " + axis +
+                      " does not fit the input's " + std::to_string(in) +
                       (pad != 0 ? " (" + std::to_string(in + 2 * pad) + " padded)" : std::string()));
   return (in + 2 * pad - span) / stride + 1;
+}
+
+/// A result whose element count does not fit a size_t (a padding near 2^62) is refused when the
+/// expression is built, not at the allocation.
+inline void check_output_size(const char* op, const std::string& shapes, const shape<4>& out) {
+  if (out.size_overflows())
+    throw shape_error(std::string("locus: ") + op + ": " + shapes + ": the result's shape " + out.str() +
+                      " has more elements than a size_t counts");
 }
 
 inline conv_geometry conv_geometry_of(const shape<4>& x, const shape<4>& w, const conv2d_options& o) {
@@ -118,6 +135,7 @@ inline conv_geometry conv_geometry_of(const shape<4>& x, const shape<4>& w, cons
   g.dh = std::size_t(o.dilation.h), g.dw = std::size_t(o.dilation.w);
   g.oh = window_positions("conv2d", "height", g.h, g.ph, g.r, g.dh, g.sh, shapes);
   g.ow = window_positions("conv2d", "width", g.w, g.pw, g.s, g.dw, g.sw, shapes);
+  check_output_size("conv2d", shapes, shape<4>{g.n, g.k, g.oh, g.ow});
   return g;
 }
 
@@ -130,6 +148,7 @@ inline pool_geometry pool_geometry_of(const char* op, const shape<4>& x, const e
   g.wh = std::size_t(window.h), g.ww = std::size_t(window.w), g.sh = std::size_t(stride.h), g.sw = std::size_t(stride.w);
   g.oh = window_positions(op, "height", g.h, 0, g.wh, 1, g.sh, shapes);
   g.ow = window_positions(op, "width", g.w, 0, g.ww, 1, g.sw, shapes);
+  check_output_size(op, shapes, shape<4>{g.n, g.c, g.oh, g.ow});
   return g;
 }
 
@@ -179,10 +198,18 @@ struct im2col_row_kernel {
   }
 };
 
+/// Tests set it to run the GPUs' element kernels on host-run devices too (they are otherwise
+/// compiled by nvcc only): the same values from both kernels is what test_conv checks.
+inline bool conv_element_kernels_on_host = false;
+template <device D>
+bool host_kernels() {
+  return backend::runs_on_host<D> && !conv_element_kernels_on_host;
+}
+
 /// cols = im2col(x) on D: by row on host-run devices, by element on CUDA GPUs.
 template <class T, device D>
 void im2col(const T* x, T* cols, const conv_geometry& g) {
-  if constexpr (backend::runs_on_host<D>)
+  if (host_kernels<D>())
     backend::for_each_index<D>(g.n * g.positions(), im2col_row_kernel<T>{x, cols, g});
   else
     backend::transform<D>(g.n * g.positions() * g.patch(), im2col_kernel<T>{x, g}, cols);
@@ -310,6 +337,111 @@ struct pool_backward_kernel {
   }
 };
 
+// ---- host-run devices: one plane or row per task, loops without divisions ------------------
+// (By element, each output paid six to eight 64-bit divisions for its indices: pooling's gradient
+// alone took a fifth of a CNN's step.) Each task writes its own plane or row only: no races, and
+// sums in a fixed order (the same results for any thread count).
+
+/// y[n, k, :] from rows[(n P + p) K + k] (+ b[k]): task (n, k).
+template <class T>
+struct nchw_plane_kernel {
+  const T* rows;
+  const T* bias;
+  T* y;
+  std::size_t k, positions;
+  LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
+    const std::size_t n = plane / k, kk = plane % k;
+    const T b = bias != nullptr ? bias[kk] : T(0);
+    const T* in = rows + n * positions * k + kk;
+    T* out = y + plane * positions;
+    for (std::size_t p = 0; p < positions; ++p) out[p] = bias != nullptr ? in[p * k] + b : in[p * k];
+  }
+};
+
+/// rows[(n P + p) K + :] from g[n, :, p]: task (n, p).
+template <class T>
+struct rows_row_kernel {
+  const T* g;
+  T* rows;
+  std::size_t k, positions;
+  LOCUS_HOST_DEVICE void operator()(std::size_t row) const {
+    const std::size_t n = row / positions, p = row % positions;
+    const T* in = g + n * k * positions + p;
+    T* out = rows + row * k;
+    for (std::size_t kk = 0; kk < k; ++kk) out[kk] = in[kk * positions];
+  }
+};
+
+/// dx[n, c, :, :]: dcols scattered back, tap by tap, into a zeroed plane: task (n, c).
+template <class T>
+struct col2im_plane_kernel {
+  const T* dcols;
+  T* dx;
+  conv_geometry g;
+  LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
+    const std::size_t n = plane / g.c, c = plane % g.c;
+    T* out = dx + plane * g.h * g.w;
+    for (std::size_t i = 0; i < g.h * g.w; ++i) out[i] = T(0);
+    const auto h = static_cast<std::int64_t>(g.h), w = static_cast<std::int64_t>(g.w);
+    for (std::size_t oy = 0; oy < g.oh; ++oy)
+      for (std::size_t ox = 0; ox < g.ow; ++ox) {
+        const T* in = dcols + (n * g.positions() + oy * g.ow + ox) * g.patch() + c * g.r * g.s;
+        const auto y0 = static_cast<std::int64_t>(oy * g.sh) - static_cast<std::int64_t>(g.ph);
+        const auto x0 = static_cast<std::int64_t>(ox * g.sw) - static_cast<std::int64_t>(g.pw);
+        for (std::size_t r = 0; r < g.r; ++r) {
+          const std::int64_t y = y0 + static_cast<std::int64_t>(r * g.dh);
+          if (y < 0 || y >= h) continue;
+          for (std::size_t s = 0; s < g.s; ++s) {
+            const std::int64_t xx = x0 + static_cast<std::int64_t>(s * g.dw);
+            if (xx >= 0 && xx < w) out[y * w + xx] += in[r * g.s + s];
+          }
+        }
+      }
+  }
+};
+
+/// Pooling of one plane (forward) or its gradient (backward: windows scattered into a zeroed plane).
+template <class T, bool Max>
+struct pool_plane_kernel {
+  const T* x;
+  const T* dy;  // backward only
+  T* out;       // y (forward) or dx (backward)
+  pool_geometry g;
+  bool backward;
+  LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
+    const T* px = x + plane * g.h * g.w;
+    const T area = static_cast<T>(g.wh * g.ww);
+    if (backward) {
+      T* pdx = out + plane * g.h * g.w;
+      for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
+      const T* pdy = dy + plane * g.oh * g.ow;
+      for (std::size_t oy = 0; oy < g.oh; ++oy)
+        for (std::size_t ox = 0; ox < g.ow; ++ox) {
+          const T d = pdy[oy * g.ow + ox];
+          if constexpr (Max) {
+            pdx[window_argmax(px, g, oy, ox)] += d;
+          } else {
+            for (std::size_t r = 0; r < g.wh; ++r)
+              for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
+          }
+        }
+      return;
+    }
+    T* py = out + plane * g.oh * g.ow;
+    for (std::size_t oy = 0; oy < g.oh; ++oy)
+      for (std::size_t ox = 0; ox < g.ow; ++ox) {
+        if constexpr (Max) {
+          py[oy * g.ow + ox] = px[window_argmax(px, g, oy, ox)];
+        } else {
+          T acc = T(0);
+          for (std::size_t r = 0; r < g.wh; ++r)
+            for (std::size_t s = 0; s < g.ww; ++s) acc += px[(oy * g.sh + r) * g.w + ox * g.sw + s];
+          py[oy * g.ow + ox] = acc / area;
+        }
+      }
+  }
+};
+
 template <class T>
 constexpr void check_conv_type() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
@@ -351,7 +483,10 @@ conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, cons
   const std::size_t rows = geo.n * geo.positions(), patch = geo.patch();
   conv_gradients<T, D> out;
   auto gt = tensor<T, D, 2>::uninitialized_of(shape{rows, geo.k});
-  backend::transform<D>(gt.size(), rows_from_nchw_kernel<T>{g, geo.k, geo.positions()}, gt.data());
+  if (host_kernels<D>())
+    backend::for_each_index<D>(rows, rows_row_kernel<T>{g, gt.data(), geo.k, geo.positions()});
+  else
+    backend::transform<D>(gt.size(), rows_from_nchw_kernel<T>{g, geo.k, geo.positions()}, gt.data());
   if (want_dw) {
     auto cols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
     im2col<T, D>(x, cols.data(), geo);
@@ -363,7 +498,10 @@ conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, cons
     auto dcols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
     backend::gemm<D>(false, false, rows, patch, geo.k, T(1), gt.data(), geo.k, w, patch, T(0), dcols.data(), patch);
     out.dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
-    backend::transform<D>(out.dx.size(), col2im_kernel<T>{dcols.data(), geo}, out.dx.data());
+    if (host_kernels<D>())
+      backend::for_each_index<D>(geo.n * geo.c, col2im_plane_kernel<T>{dcols.data(), out.dx.data(), geo});
+    else
+      backend::transform<D>(out.dx.size(), col2im_kernel<T>{dcols.data(), geo}, out.dx.data());
   }
   if (want_db) out.db = on<D>(sum<0>(gt));
   return out;
@@ -372,7 +510,10 @@ conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, cons
 template <class T, bool Max, device D>
 tensor<T, D, 4> pool_backward_on(const T* x, const T* dy, const pool_geometry& geo) {
   auto dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
-  backend::transform<D>(dx.size(), pool_backward_kernel<T, Max>{x, dy, geo}, dx.data());
+  if (host_kernels<D>())
+    backend::for_each_index<D>(geo.n * geo.c, pool_plane_kernel<T, Max>{x, dy, dx.data(), geo, true});
+  else
+    backend::transform<D>(dx.size(), pool_backward_kernel<T, Max>{x, dy, geo}, dx.data());
   return dx;
 }
 
@@ -437,8 +578,11 @@ struct conv2d_expr {
     locus::detail::im2col<T, D>(x.kernel().p, cols.data(), g);
     auto yt = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{rows, g.k});
     backend::gemm<D>(false, true, rows, g.k, patch, T(1), cols.data(), patch, w.kernel().p, patch, T(0), yt.data(), g.k);
-    backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yt.data(), pb, g.k, g.positions()},
-                          out.data());
+    if (locus::detail::host_kernels<D>())
+      backend::for_each_index<D>(g.n * g.k, locus::detail::nchw_plane_kernel<T>{yt.data(), pb, out.data(), g.k, g.positions()});
+    else
+      backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yt.data(), pb, g.k, g.positions()},
+                            out.data());
   }
 };
 
@@ -474,7 +618,12 @@ struct pool2d_expr {
   template <device D>
   void write(const tensor_view<value_type, D, 4>& out) const {
     constexpr bool is_max = std::is_same_v<Op, ops::max_pool2d>;
-    backend::transform<D>(out.size(), locus::detail::pool_kernel<value_type, is_max>{x.kernel().p, geometry}, out.data());
+    if (locus::detail::host_kernels<D>())
+      backend::for_each_index<D>(geometry.n * geometry.c, locus::detail::pool_plane_kernel<value_type, is_max>{
+                                                              x.kernel().p, nullptr, out.data(), geometry, false});
+    else
+      backend::transform<D>(out.size(), locus::detail::pool_kernel<value_type, is_max>{x.kernel().p, geometry},
+                            out.data());
   }
 };
 
@@ -557,17 +706,28 @@ auto pool2d(X&& x, extent2 window, extent2 stride) {
   return pool2d_expr<Op, NX>(std::move(nx), window, stride);
 }
 
-/// max_pool2d(x, window[, stride]): each window's maximum (stride: the window by default).
+/// max_pool2d(x, window[, stride]): each window's maximum (stride: the window by default; each
+/// may be `2` or `{2, 1}`).
 template <class X>
   requires(!has_var_v<std::remove_cvref_t<X>>)
-[[nodiscard]] auto max_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
-  return pool2d<ops::max_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+[[nodiscard]] auto max_pool2d(X&& x, extent2 window) {
+  return pool2d<ops::max_pool2d>(std::forward<X>(x), window, window);
+}
+template <class X>
+  requires(!has_var_v<std::remove_cvref_t<X>>)
+[[nodiscard]] auto max_pool2d(X&& x, extent2 window, extent2 stride) {
+  return pool2d<ops::max_pool2d>(std::forward<X>(x), window, stride);
 }
 /// avg_pool2d(x, window[, stride]): each window's mean.
 template <class X>
   requires(!has_var_v<std::remove_cvref_t<X>>)
-[[nodiscard]] auto avg_pool2d(X&& x, extent2 window, std::optional<extent2> stride = std::nullopt) {
-  return pool2d<ops::avg_pool2d>(std::forward<X>(x), window, stride.value_or(window));
+[[nodiscard]] auto avg_pool2d(X&& x, extent2 window) {
+  return pool2d<ops::avg_pool2d>(std::forward<X>(x), window, window);
+}
+template <class X>
+  requires(!has_var_v<std::remove_cvref_t<X>>)
+[[nodiscard]] auto avg_pool2d(X&& x, extent2 window, extent2 stride) {
+  return pool2d<ops::avg_pool2d>(std::forward<X>(x), window, stride);
 }
 
 /// reshape(e, s) of an expression (a product, a convolution, an elementwise tree): evaluated, then

@@ -186,7 +186,8 @@ struct conv2d {
 template <bool Max>
 struct pool2d : no_parameters {
   extent2 window, stride;
-  explicit pool2d(extent2 w, std::optional<extent2> s = std::nullopt) : window(w), stride(s.value_or(w)) {
+  explicit pool2d(extent2 w) : pool2d(w, w) {}
+  pool2d(extent2 w, extent2 s) : window(w), stride(s) {
     locus::detail::check_extent_option(name(), "window", window, 1);
     locus::detail::check_extent_option(name(), "stride", stride, 1);
   }
