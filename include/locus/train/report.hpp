@@ -1,6 +1,6 @@
 #pragma once
-// Progress of a fit: the loss curve, TensorFlow-style lines ("step 100, loss = 0.4512 (81234
-// examples/sec; 0.0032 sec/batch; 2 devices)") through fit_options::print, and a one-line bar on
+// Progress of a fit: the loss curve, TensorFlow-style lines ("step 100, loss = 0.4512 (epoch 1;
+// 81234 examples/sec; 0.0032 sec/batch; 2 devices)", the epoch counted from 1) through fit_options::print, and a one-line bar on
 // standard error. The only place in train/ that touches the terminal.
 #include <locus/config.hpp>
 #include <locus/train/options.hpp>
@@ -16,7 +16,7 @@
 namespace locus::train {
 namespace detail {
 
-/// "step 100, loss = 0.4512 (81234 examples/sec; 0.0032 sec/batch; 2 devices)".
+/// "step 100, loss = 0.4512 (epoch 1; 81234 examples/sec; 0.0032 sec/batch; 2 devices)".
 LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices);
 
 /// Records the loss curve, prints the TF-style lines and draws the progress bar.
@@ -47,8 +47,8 @@ private:
 #if LOCUS_RUNTIME_DEFINITIONS
 LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "step %zu, loss = %.4f (%.0f examples/sec; %.4f sec/batch; %zu device%s)", p.step,
-                p.loss, p.examples_per_sec, p.sec_per_batch, devices, devices == 1 ? "" : "s");
+  std::snprintf(buf, sizeof buf, "step %zu, loss = %.4f (epoch %zu; %.0f examples/sec; %.4f sec/batch; %zu device%s)",
+                p.step, p.loss, p.epoch + 1, p.examples_per_sec, p.sec_per_batch, devices, devices == 1 ? "" : "s");
   return buf;
 }
 
