@@ -45,15 +45,18 @@ struct no_bias_var {
 template <class T, device D, class X, class W, class B>
 auto conv_step(const X& vx, const W& vw, const std::optional<B>& vb, const conv2d_options& o) {
   check_differentiable<T>();
+  auto e = [&] {
+    if constexpr (std::is_same_v<B, var<T, D, 1>>) return locus::conv2d(vx.value(), vw.value(), vb->value(), o);
+    else return locus::conv2d(vx.value(), vw.value(), o);
+  }();
+  const auto geo = e.geometry;  // checked once, by the expression
   auto s = std::make_shared<step<T, D, 4>>();
-  if constexpr (std::is_same_v<B, var<T, D, 1>>) s->owned = on<D>(locus::conv2d(vx.value(), vw.value(), vb->value(), o));
-  else s->owned = on<D>(locus::conv2d(vx.value(), vw.value(), o));
+  s->owned = on<D>(std::move(e));
   s->value = std::as_const(s->owned).view();
   s->inputs = {vx.shared_step(), vw.shared_step()};
   if (vb) s->inputs.push_back(vb->shared_step());
   s->requires_grad = vx.requires_grad() || vw.requires_grad() || (vb && vb->requires_grad());
   if (s->requires_grad) {
-    const auto geo = locus::detail::conv_geometry_of(vx.value().shape(), vw.value().shape(), o);
     s->back = [vx, vw, vb, geo](step<T, D, 4>& self) {
       const tensor_view<const T, D, 4> g = self.upstream();
       const bool want_db = vb && vb->requires_grad();
@@ -72,14 +75,12 @@ auto conv_step(const X& vx, const W& vw, const std::optional<B>& vb, const conv2
   return var<T, D, 4>(std::move(s));
 }
 
+/// conv2d's rules for nodes (ops/conv.hpp), and both vars on one device.
 template <class X, class W>
 void check_conv_operands() {
-  static_assert(X::rank == 4 && W::rank == 4, "locus: conv2d(x, w): x is [N, C, H, W] and w [K, C, R, S], both rank 4");
-  static_assert(std::is_same_v<typename X::value_type, typename W::value_type>,
-                "locus: conv2d(x, w): x and w must have the same element type");
+  locus::expr::detail::check_conv_operands<X, W>();
   static_assert(std::is_same_v<typename X::device_type, typename W::device_type>,
                 "locus: conv2d(x, w): x and w live on different devices; copy one with locus::to<D>(t) first");
-  locus::detail::check_conv_type<typename X::value_type>();
 }
 
 template <class Op, class X>
@@ -91,13 +92,14 @@ auto pool_step(X&& x, extent2 window, extent2 stride) {
   static_assert(V::rank == 4, "locus: max_pool2d(x, window) and avg_pool2d(x, window): x is [N, C, H, W], rank 4");
   locus::detail::check_conv_type<T>();
   constexpr bool is_max = std::is_same_v<Op, ops::max_pool2d>;
+  auto e = locus::expr::pool2d<Op>(v.value(), window, stride);
+  const auto geo = e.geometry;  // checked once, by the expression
   auto s = std::make_shared<step<T, D, 4>>();
-  s->owned = on<D>(locus::expr::pool2d<Op>(v.value(), window, stride));
+  s->owned = on<D>(std::move(e));
   s->value = std::as_const(s->owned).view();
   s->inputs = {v.shared_step()};
   s->requires_grad = v.requires_grad();
   if (s->requires_grad) {
-    const auto geo = locus::detail::pool_geometry_of(Op::name, v.value().shape(), window, stride);
     s->back = [v, geo](step<T, D, 4>& self) {
       const tensor_view<const T, D, 4> g = self.upstream();
       auto dx = below_typed_surface<D>([&]<device E>() {

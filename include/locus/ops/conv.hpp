@@ -92,21 +92,36 @@ inline void check_extent_option(const char* op, const char* what, const extent2&
                        std::to_string(least) + " or more along each axis)");
 }
 
+/// Strides and dilations 1 or more, paddings 0 or more (conv2d, and nn::conv2d when it is made).
+inline void check_conv_options(const char* op, const conv2d_options& o) {
+  check_extent_option(op, "stride", o.stride, 1);
+  check_extent_option(op, "padding", o.padding, 0);
+  check_extent_option(op, "dilation", o.dilation, 1);
+}
+
+/// The operands' shapes as the messages name them ("x of shape [...], w of shape [...]"), built
+/// only when a message is: geometry is computed for every evaluation.
+struct operand_shapes {
+  const shape<4>& x;
+  const shape<4>* w = nullptr;
+  [[nodiscard]] std::string str() const { return "x of shape " + x.str() + (w != nullptr ? ", w of shape " + w->str() : ""); }
+};
+
 /// The output extent of one axis; throws when the (dilated) window does not fit the padded input
 /// (computed without overflow: a padding or dilation near 2^63 is refused, not wrapped).
 inline std::size_t window_positions(const char* op, const char* axis, std::size_t in, std::size_t pad, std::size_t window,
-                                    std::size_t dilation, std::size_t stride, const std::string& shapes) {
+                                    std::size_t dilation, std::size_t stride, const operand_shapes& shapes) {
   constexpr std::size_t most = std::size_t(1) << 62;  // far beyond any tensor, far from wrapping
-  const std::string where = std::string("locus: ") + op + ": " + shapes + ": ";
-  if (in > most) throw shape_error(where + "an input of " + std::to_string(in) + " along the " + axis + " (past 2^62)");
-  if (pad > most) throw shape_error(where + "a padding of " + std::to_string(pad) + " along the " + axis + " (past 2^62)");
+  const auto where = [&] { return std::string("locus: ") + op + ": " + shapes.str() + ": "; };
+  if (in > most) throw shape_error(where() + "an input of " + std::to_string(in) + " along the " + axis + " (past 2^62)");
+  if (pad > most) throw shape_error(where() + "a padding of " + std::to_string(pad) + " along the " + axis + " (past 2^62)");
   if (window > 1 && dilation > most / (window - 1))
-    throw shape_error(where + "a window of " + std::to_string(window) +
+    throw shape_error(where() + "a window of " + std::to_string(window) +
                       (dilation != 1 ? " dilated by " + std::to_string(dilation) : std::string()) + " along the " + axis +
                       " spans more than 2^62");
   const std::size_t span = dilation * (window - 1) + 1;
   if (window == 0 || span > in + 2 * pad)
-    throw shape_error(where + "a window of " + std::to_string(window == 0 ? 0 : span) + " along the " + axis +
+    throw shape_error(where() + "a window of " + std::to_string(window == 0 ? 0 : span) + " along the " + axis +
                       " does not fit the input's " + std::to_string(in) +
                       (pad != 0 ? " (" + std::to_string(in + 2 * pad) + " padded)" : std::string()));
   return (in + 2 * pad - span) / stride + 1;
@@ -114,19 +129,17 @@ inline std::size_t window_positions(const char* op, const char* axis, std::size_
 
 /// A result whose element count does not fit a size_t (a padding near 2^62) is refused when the
 /// expression is built, not at the allocation.
-inline void check_output_size(const char* op, const std::string& shapes, const shape<4>& out) {
+inline void check_output_size(const char* op, const operand_shapes& shapes, const shape<4>& out) {
   if (out.size_overflows())
-    throw shape_error(std::string("locus: ") + op + ": " + shapes + ": the result's shape " + out.str() +
+    throw shape_error(std::string("locus: ") + op + ": " + shapes.str() + ": the result's shape " + out.str() +
                       " has more elements than a size_t counts");
 }
 
 inline conv_geometry conv_geometry_of(const shape<4>& x, const shape<4>& w, const conv2d_options& o) {
-  check_extent_option("conv2d", "stride", o.stride, 1);
-  check_extent_option("conv2d", "padding", o.padding, 0);
-  check_extent_option("conv2d", "dilation", o.dilation, 1);
-  const std::string shapes = "x of shape " + x.str() + ", w of shape " + w.str();
+  check_conv_options("conv2d", o);
+  const operand_shapes shapes{x, &w};
   if (x[1] != w[1])
-    throw shape_error("locus: conv2d: " + shapes + ": x has " + std::to_string(x[1]) + " channels, w's filters take " +
+    throw shape_error("locus: conv2d: " + shapes.str() + ": x has " + std::to_string(x[1]) + " channels, w's filters take " +
                       std::to_string(w[1]) + " (w is [out channels, in channels, height, width])");
   conv_geometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3], g.k = w[0], g.r = w[2], g.s = w[3];
@@ -142,7 +155,7 @@ inline conv_geometry conv_geometry_of(const shape<4>& x, const shape<4>& w, cons
 inline pool_geometry pool_geometry_of(const char* op, const shape<4>& x, const extent2& window, const extent2& stride) {
   check_extent_option(op, "window", window, 1);
   check_extent_option(op, "stride", stride, 1);
-  const std::string shapes = "x of shape " + x.str();
+  const operand_shapes shapes{x};
   pool_geometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.wh = std::size_t(window.h), g.ww = std::size_t(window.w), g.sh = std::size_t(stride.h), g.sw = std::size_t(stride.w);
@@ -289,21 +302,26 @@ LOCUS_HOST_DEVICE inline std::size_t window_argmax(const T* plane, const pool_ge
   return best;
 }
 
+/// Window (oy, ox) of a plane pooled: its first maximum, or its mean.
+template <bool Max, class T>
+LOCUS_HOST_DEVICE inline T window_value(const T* plane, const pool_geometry& g, std::size_t oy, std::size_t ox) {
+  if constexpr (Max) {
+    return plane[window_argmax(plane, g, oy, ox)];
+  } else {
+    T acc = T(0);
+    for (std::size_t r = 0; r < g.wh; ++r)
+      for (std::size_t s = 0; s < g.ww; ++s) acc += plane[(oy * g.sh + r) * g.w + ox * g.sw + s];
+    return acc / static_cast<T>(g.wh * g.ww);
+  }
+}
+
 template <class T, bool Max>
 struct pool_kernel {
   const T* x;
   pool_geometry g;
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
     const std::size_t ox = i % g.ow, oy = (i / g.ow) % g.oh, plane = i / (g.ow * g.oh);
-    const T* px = x + plane * g.h * g.w;
-    if constexpr (Max) {
-      return px[window_argmax(px, g, oy, ox)];
-    } else {
-      T acc = T(0);
-      for (std::size_t r = 0; r < g.wh; ++r)
-        for (std::size_t s = 0; s < g.ww; ++s) acc += px[(oy * g.sh + r) * g.w + ox * g.sw + s];
-      return acc / static_cast<T>(g.wh * g.ww);
-    }
+    return window_value<Max>(x + plane * g.h * g.w, g, oy, ox);
   }
 };
 
@@ -400,43 +418,41 @@ struct col2im_plane_kernel {
   }
 };
 
-/// Pooling of one plane (forward) or its gradient (backward: windows scattered into a zeroed plane).
+/// Pooling of one plane: task (n, c).
 template <class T, bool Max>
 struct pool_plane_kernel {
   const T* x;
-  const T* dy;  // backward only
-  T* out;       // y (forward) or dx (backward)
+  T* y;
   pool_geometry g;
-  bool backward;
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
     const T* px = x + plane * g.h * g.w;
+    T* py = y + plane * g.oh * g.ow;
+    for (std::size_t oy = 0; oy < g.oh; ++oy)
+      for (std::size_t ox = 0; ox < g.ow; ++ox) py[oy * g.ow + ox] = window_value<Max>(px, g, oy, ox);
+  }
+};
+
+/// Pooling's gradient for one plane: each window's dy scattered into a zeroed plane: task (n, c).
+template <class T, bool Max>
+struct pool_plane_backward_kernel {
+  const T* x;
+  const T* dy;
+  T* dx;
+  pool_geometry g;
+  LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
+    const T* px = x + plane * g.h * g.w;
+    const T* pdy = dy + plane * g.oh * g.ow;
+    T* pdx = dx + plane * g.h * g.w;
+    for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
     const T area = static_cast<T>(g.wh * g.ww);
-    if (backward) {
-      T* pdx = out + plane * g.h * g.w;
-      for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
-      const T* pdy = dy + plane * g.oh * g.ow;
-      for (std::size_t oy = 0; oy < g.oh; ++oy)
-        for (std::size_t ox = 0; ox < g.ow; ++ox) {
-          const T d = pdy[oy * g.ow + ox];
-          if constexpr (Max) {
-            pdx[window_argmax(px, g, oy, ox)] += d;
-          } else {
-            for (std::size_t r = 0; r < g.wh; ++r)
-              for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
-          }
-        }
-      return;
-    }
-    T* py = out + plane * g.oh * g.ow;
     for (std::size_t oy = 0; oy < g.oh; ++oy)
       for (std::size_t ox = 0; ox < g.ow; ++ox) {
+        const T d = pdy[oy * g.ow + ox];
         if constexpr (Max) {
-          py[oy * g.ow + ox] = px[window_argmax(px, g, oy, ox)];
+          pdx[window_argmax(px, g, oy, ox)] += d;
         } else {
-          T acc = T(0);
           for (std::size_t r = 0; r < g.wh; ++r)
-            for (std::size_t s = 0; s < g.ww; ++s) acc += px[(oy * g.sh + r) * g.w + ox * g.sw + s];
-          py[oy * g.ow + ox] = acc / area;
+            for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
         }
       }
   }
@@ -459,15 +475,6 @@ struct no_bias {
     return *this;
   }
 };
-
-/// An operand as conv2d and pooling read it: a memory leaf, or anything else staged into a temporary.
-template <class X>
-auto memory_operand_of(X&& x) {
-  auto n = expr::as_node(std::forward<X>(x));
-  using N = decltype(n);
-  if constexpr (expr::detail::is_memory_leaf<N> || expr::is_staged_v<N>) return n;
-  else return expr::staged<N>{std::move(n)};
-}
 
 /// The backward of a convolution (gradients of x, w and b for the gradient g of its result), on D.
 template <class T, device D>
@@ -511,7 +518,7 @@ template <class T, bool Max, device D>
 tensor<T, D, 4> pool_backward_on(const T* x, const T* dy, const pool_geometry& geo) {
   auto dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
   if (host_kernels<D>())
-    backend::for_each_index<D>(geo.n * geo.c, pool_plane_kernel<T, Max>{x, dy, dx.data(), geo, true});
+    backend::for_each_index<D>(geo.n * geo.c, pool_plane_backward_kernel<T, Max>{x, dy, dx.data(), geo});
   else
     backend::transform<D>(dx.size(), pool_backward_kernel<T, Max>{x, dy, geo}, dx.data());
   return dx;
@@ -538,17 +545,19 @@ struct conv2d_expr {
   LX x;
   LW w;
   LB b;
-  conv2d_options options;
   locus::detail::conv_geometry geometry;
 
   conv2d_expr(LX x_, LW w_, LB b_, const conv2d_options& o)
-      : x(std::move(x_)), w(std::move(w_)), b(std::move(b_)), options(o),
+      : x(std::move(x_)), w(std::move(w_)), b(std::move(b_)),
         geometry(locus::detail::conv_geometry_of(x.shape(), w.shape(), o)) {
     if constexpr (has_bias)
       if (b.shape()[0] != geometry.k)
         throw shape_error("locus: conv2d: a bias of shape " + b.shape().str() + " for filters of shape " + w.shape().str() +
                           " (one value per output channel: [" + std::to_string(geometry.k) + "])");
   }
+  /// The same convolution over rebound operands (same shapes): the geometry is kept, not checked again.
+  conv2d_expr(LX x_, LW w_, LB b_, const locus::detail::conv_geometry& g)
+      : x(std::move(x_)), w(std::move(w_)), b(std::move(b_)), geometry(g) {}
 
   [[nodiscard]] locus::shape<4> shape() const { return {geometry.n, geometry.k, geometry.oh, geometry.ow}; }
 
@@ -564,7 +573,7 @@ struct conv2d_expr {
     auto rx = x.rebind(f);
     auto rw = w.rebind(f);
     auto rb = b.rebind(f);
-    return conv2d_expr<decltype(rx), decltype(rw), decltype(rb)>(std::move(rx), std::move(rw), std::move(rb), options);
+    return conv2d_expr<decltype(rx), decltype(rw), decltype(rb)>(std::move(rx), std::move(rw), std::move(rb), geometry);
   }
 
   template <device D>
@@ -598,11 +607,12 @@ struct pool2d_expr {
   static constexpr bool has_var = false;
 
   LX x;
-  extent2 window, stride;
   locus::detail::pool_geometry geometry;
 
-  pool2d_expr(LX x_, extent2 win, extent2 str)
-      : x(std::move(x_)), window(win), stride(str), geometry(locus::detail::pool_geometry_of(Op::name, x.shape(), win, str)) {}
+  pool2d_expr(LX x_, extent2 window, extent2 stride)
+      : x(std::move(x_)), geometry(locus::detail::pool_geometry_of(Op::name, x.shape(), window, stride)) {}
+  /// The same pooling over a rebound operand (same shape): the geometry is kept.
+  pool2d_expr(LX x_, const locus::detail::pool_geometry& g) : x(std::move(x_)), geometry(g) {}
 
   [[nodiscard]] locus::shape<4> shape() const { return {geometry.n, geometry.c, geometry.oh, geometry.ow}; }
   template <class V>
@@ -613,14 +623,14 @@ struct pool2d_expr {
   template <class F>
   [[nodiscard]] auto rebind(F& f) const {
     auto rx = x.rebind(f);
-    return pool2d_expr<Op, decltype(rx)>(std::move(rx), window, stride);
+    return pool2d_expr<Op, decltype(rx)>(std::move(rx), geometry);
   }
   template <device D>
   void write(const tensor_view<value_type, D, 4>& out) const {
     constexpr bool is_max = std::is_same_v<Op, ops::max_pool2d>;
     if (locus::detail::host_kernels<D>())
-      backend::for_each_index<D>(geometry.n * geometry.c, locus::detail::pool_plane_kernel<value_type, is_max>{
-                                                              x.kernel().p, nullptr, out.data(), geometry, false});
+      backend::for_each_index<D>(geometry.n * geometry.c,
+                                 locus::detail::pool_plane_kernel<value_type, is_max>{x.kernel().p, out.data(), geometry});
     else
       backend::transform<D>(out.size(), locus::detail::pool_kernel<value_type, is_max>{x.kernel().p, geometry},
                             out.data());
@@ -663,43 +673,47 @@ struct reshaped_expr {
   }
 };
 
+namespace detail {
+/// The element-type and rank rules of conv2d(x, w, ...), for nodes and ad's vars alike.
+template <class X, class W>
+constexpr void check_conv_operands() {
+  static_assert(X::rank == 4 && W::rank == 4, "locus: conv2d(x, w): x is [N, C, H, W] and w [K, C, R, S], both rank 4");
+  static_assert(std::is_same_v<typename X::value_type, typename W::value_type>,
+                "locus: conv2d(x, w): x and w must have the same element type");
+  locus::detail::check_conv_type<typename X::value_type>();
+}
+template <class X, class B>
+constexpr void check_conv_bias_operand() {
+  static_assert(B::rank == 1 && std::is_same_v<typename X::value_type, typename B::value_type>,
+                "locus: conv2d(x, w, b): b is [K], of x's element type");
+}
+}  // namespace detail
+
 /// conv2d(x, w, options) of tensors, views or expressions without variables (those are locus::ad's).
 template <class X, class W>
   requires(!has_var_v<std::remove_cvref_t<X>> && !has_var_v<std::remove_cvref_t<W>>)
 [[nodiscard]] auto conv2d(X&& x, W&& w, const conv2d_options& o = {}) {
-  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
-  auto nw = locus::detail::memory_operand_of(std::forward<W>(w));
-  using NX = decltype(nx);
-  using NW = decltype(nw);
-  static_assert(NX::rank == 4 && NW::rank == 4, "locus: conv2d(x, w): x is [N, C, H, W] and w [K, C, R, S], both rank 4");
-  static_assert(std::is_same_v<typename NX::value_type, typename NW::value_type>,
-                "locus: conv2d(x, w): x and w must have the same element type");
-  locus::detail::check_conv_type<typename NX::value_type>();
-  return conv2d_expr<NX, NW, locus::detail::no_bias>(std::move(nx), std::move(nw), {}, o);
+  auto nx = memory_operand(std::forward<X>(x));
+  auto nw = memory_operand(std::forward<W>(w));
+  detail::check_conv_operands<decltype(nx), decltype(nw)>();
+  return conv2d_expr<decltype(nx), decltype(nw), locus::detail::no_bias>(std::move(nx), std::move(nw), {}, o);
 }
 /// conv2d(x, w, b, options): with a bias b [K] added to every output of channel k.
 template <class X, class W, class B>
   requires(!has_var_v<std::remove_cvref_t<X>> && !has_var_v<std::remove_cvref_t<W>> &&
            !has_var_v<std::remove_cvref_t<B>> && !std::is_same_v<std::remove_cvref_t<B>, conv2d_options>)
 [[nodiscard]] auto conv2d(X&& x, W&& w, B&& b, const conv2d_options& o = {}) {
-  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
-  auto nw = locus::detail::memory_operand_of(std::forward<W>(w));
-  auto nb = locus::detail::memory_operand_of(std::forward<B>(b));
-  using NX = decltype(nx);
-  using NW = decltype(nw);
-  using NB = decltype(nb);
-  static_assert(NX::rank == 4 && NW::rank == 4 && NB::rank == 1,
-                "locus: conv2d(x, w, b): x is [N, C, H, W], w [K, C, R, S] and b [K]");
-  static_assert(std::is_same_v<typename NX::value_type, typename NW::value_type> &&
-                    std::is_same_v<typename NX::value_type, typename NB::value_type>,
-                "locus: conv2d(x, w, b): x, w and b must have the same element type");
-  locus::detail::check_conv_type<typename NX::value_type>();
-  return conv2d_expr<NX, NW, NB>(std::move(nx), std::move(nw), std::move(nb), o);
+  auto nx = memory_operand(std::forward<X>(x));
+  auto nw = memory_operand(std::forward<W>(w));
+  auto nb = memory_operand(std::forward<B>(b));
+  detail::check_conv_operands<decltype(nx), decltype(nw)>();
+  detail::check_conv_bias_operand<decltype(nx), decltype(nb)>();
+  return conv2d_expr<decltype(nx), decltype(nw), decltype(nb)>(std::move(nx), std::move(nw), std::move(nb), o);
 }
 
 template <class Op, class X>
 auto pool2d(X&& x, extent2 window, extent2 stride) {
-  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  auto nx = memory_operand(std::forward<X>(x));
   using NX = decltype(nx);
   static_assert(NX::rank == 4, "locus: max_pool2d(x, window) and avg_pool2d(x, window): x is [N, C, H, W], rank 4");
   locus::detail::check_conv_type<typename NX::value_type>();
@@ -736,7 +750,7 @@ template <class X, int R>
   requires(!has_var_v<std::remove_cvref_t<X>> && !locus::detail::is_tensor<std::remove_cvref_t<X>>::value &&
            !locus::detail::is_tensor_view<std::remove_cvref_t<X>>::value && operand<X>)
 [[nodiscard]] auto reshape(X&& x, locus::shape<R> s) {
-  auto nx = locus::detail::memory_operand_of(std::forward<X>(x));
+  auto nx = memory_operand(std::forward<X>(x));
   return reshaped_expr<decltype(nx), R>(std::move(nx), s);
 }
 

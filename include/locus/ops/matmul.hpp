@@ -177,18 +177,21 @@ private:
   std::size_t inner_b() const { return tb ? b.shape()[1] : b.shape()[0]; }
 };
 
-/// A matmul operand as the product reads it: a memory leaf, transpose(t), or any other rank-2
-/// operand staged into a temporary.
+/// An operand as an operation that reads memory takes it (matmul, conv2d, pooling): a memory leaf
+/// or a staged operand as it is, anything else staged into a temporary.
+template <class X>
+auto memory_operand(X&& x) {
+  auto n = as_node(std::forward<X>(x));
+  using N = decltype(n);
+  if constexpr (detail::is_memory_leaf<N> || is_staged_v<N>) return n;
+  else return staged<N>{std::move(n)};
+}
+
+/// A matmul operand as the product reads it: transpose(t), or a memory operand.
 template <class X>
 auto matmul_operand_of(X&& x) {
-  if constexpr (detail::matmul_operand<std::remove_cvref_t<X>>::is_transposed) {
-    return std::remove_cvref_t<X>(x);
-  } else {
-    auto n = as_node(std::forward<X>(x));
-    using N = decltype(n);
-    if constexpr (detail::is_memory_leaf<N> || is_staged_v<N>) return n;
-    else return staged<N>{std::move(n)};
-  }
+  if constexpr (detail::matmul_operand<std::remove_cvref_t<X>>::is_transposed) return std::remove_cvref_t<X>(x);
+  else return memory_operand(std::forward<X>(x));
 }
 
 /// A product of differentiable variables is locus::ad's (found by argument-dependent lookup).

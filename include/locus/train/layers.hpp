@@ -42,7 +42,6 @@
 #include <locus/placement/on.hpp>
 #include <locus/tensor/tensor.hpp>
 
-#include <array>
 #include <atomic>
 #include <concepts>
 #include <cmath>
@@ -158,9 +157,7 @@ struct conv2d {
       throw shape_error("locus: nn::conv2d(" + std::to_string(in) + ", " + std::to_string(out) + ", " + kernel.str() +
                         "): a layer of 0 channels");
     locus::detail::check_extent_option("nn::conv2d", "kernel", kernel, 1);
-    locus::detail::check_extent_option("nn::conv2d", "stride", o.stride, 1);
-    locus::detail::check_extent_option("nn::conv2d", "padding", o.padding, 0);
-    locus::detail::check_extent_option("nn::conv2d", "dilation", o.dilation, 1);
+    locus::detail::check_conv_options("nn::conv2d", o);
   }
   [[nodiscard]] locus::shape<4> weight_shape() const {
     return {out, in, std::size_t(kernel.h), std::size_t(kernel.w)};
@@ -439,16 +436,15 @@ private:
   /// [C, H, W] after nn::reshape; throws naming the first layer whose input does not fit.
   void check_chain() {
     std::size_t width = 0, index = 0;
-    std::optional<std::array<std::size_t, 3>> image;
+    std::optional<shape<3>> image;  // [C, H, W] after nn::reshape, until nn::flatten
     const auto at = [&](const std::string& kind) { return "locus: sequential: layer " + std::to_string(index) + " (" + kind + ")"; };
-    const auto image_str = [&] { return shape{(*image)[0], (*image)[1], (*image)[2]}.str(); };
     const auto first = [&] { return width == 0 && !image; };
     auto one = [&](const auto& l) {
       using Layer = std::remove_cvref_t<decltype(l)>;
       if constexpr (std::is_same_v<Layer, nn::dense>) {
         const std::string kind = "dense(" + std::to_string(l.in) + ", " + std::to_string(l.out) + ")";
         if (image)
-          throw shape_error(at(kind) + " after a layer of images " + image_str() + " per example: put nn::flatten before it");
+          throw shape_error(at(kind) + " after a layer of images " + image->str() + " per example: put nn::flatten before it");
         if (width != 0 && l.in != width)
           throw shape_error("locus: sequential: layer " + std::to_string(index) + " is dense(" + std::to_string(l.in) +
                             ", " + std::to_string(l.out) + ") after a layer of " + std::to_string(width) + " outputs");
@@ -460,33 +456,33 @@ private:
         try {
           const auto g = locus::detail::conv_geometry_of(shape{1, (*image)[0], (*image)[1], (*image)[2]}, l.weight_shape(),
                                                          l.options);
-          image = std::array<std::size_t, 3>{g.k, g.oh, g.ow};
+          image = shape{g.k, g.oh, g.ow};
         } catch (const error& e) {
-          throw shape_error(at(l.str()) + " on images " + image_str() + ": " + e.what());
+          throw shape_error(at(l.str()) + " on images " + image->str() + ": " + e.what());
         }
       } else if constexpr (requires { l.window; l.stride; }) {
         if (!image) throw shape_error(at(l.str()) + ": its input is not an image; start with nn::reshape(shape{C, H, W})");
         try {
           const auto g = locus::detail::pool_geometry_of(Layer::name(), shape{1, (*image)[0], (*image)[1], (*image)[2]},
                                                          l.window, l.stride);
-          image = std::array<std::size_t, 3>{g.c, g.oh, g.ow};
+          image = shape{g.c, g.oh, g.ow};
         } catch (const error& e) {
-          throw shape_error(at(l.str()) + " on images " + image_str() + ": " + e.what());
+          throw shape_error(at(l.str()) + " on images " + image->str() + ": " + e.what());
         }
       } else if constexpr (requires { l.example; }) {
         const std::size_t n = l.example.size();
         if (first()) inputs_ = n;
         else if (image || width != n)
           throw shape_error(at("reshape(" + l.example.str() + ")") + " after a layer of " +
-                            (image ? "images " + image_str() : std::to_string(width) + " outputs") + " per example");
+                            (image ? "images " + image->str() : std::to_string(width) + " outputs") + " per example");
         if constexpr (Layer::rank == 3) {
-          image = std::array<std::size_t, 3>{l.example[0], l.example[1], l.example[2]};
+          image = l.example;
           width = 0;
         } else {
           width = n;
         }
       } else if constexpr (std::is_same_v<Layer, nn::flatten_layer>) {
-        if (image) width = (*image)[0] * (*image)[1] * (*image)[2];
+        if (image) width = image->size();
         image.reset();
       }
       ++index;  // relu, tanh, sigmoid and dropout keep the shape
@@ -494,7 +490,7 @@ private:
     std::apply([&](const auto&... l) { (one(l), ...); }, layers_);
     if (inputs_ == 0) throw shape_error("locus: sequential: no dense layer (nothing to train)");
     if (image)
-      throw shape_error("locus: sequential: the last layer gives images " + image_str() +
+      throw shape_error("locus: sequential: the last layer gives images " + image->str() +
                         " per example; a classifier ends in rows of logits (nn::flatten, then nn::dense)");
     classes_ = width;
   }
