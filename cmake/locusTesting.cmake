@@ -70,6 +70,9 @@ else()
   set(LOCUS_TEST_VARIANTS "host;emulated" CACHE STRING "Test variants to build: host, emulated")
 endif()
 option(LOCUS_BUILD_COMPILE_CHECKS "Compile-fail tests and header self-containment checks" ON)
+# The header checks compile each public header alone; one compiler is enough to find a missing
+# include (the presets run them under clang: ~180 CPU s a stage).
+option(LOCUS_BUILD_HEADER_CHECKS "With LOCUS_BUILD_COMPILE_CHECKS: the header self-containment checks" ON)
 # Only the test files with tests that use threads (the tsan preset: its tests are those, and the
 # other files cost most of its build).
 option(LOCUS_TEST_THREADS_ONLY "Test targets compile only the files whose tests use threads" OFF)

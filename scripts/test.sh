@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs what is missing, then
-#   host   the host build: tests on the cpu and on emulated GPUs, compile-fail tests, header
-#          checks, examples run with their output checked
-#   clang  the compile-fail rules and header checks again, compiled by clang++
+#   host   the host build: tests on the cpu and on emulated GPUs, compile-fail tests, packaging,
+#          examples run with their output checked
+#   clang  the compile-fail rules again and the header checks, compiled by clang++
 #   asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan   the tests that use threads under ThreadSanitizer
 #   fuzz   the libFuzzer targets (IDX reader, checkpoint loader) under ASan: their corpus, then a

@@ -1,7 +1,12 @@
-# Builds TARGET in BUILD_DIR; passes when the build fails and its output holds every
-# "// expect:" text of SOURCE, and every "// expect-gcc:" (GNU) or "// expect-clang:" (Clang) text
-# for the compiler COMPILER. Locus's own rules are pinned by their message alone ("// expect:"),
-# which every compiler prints; only the language's own errors need a text per compiler.
+# Passes when a target fails to build and its diagnostics hold every "// expect:" text of SOURCE,
+# and every "// expect-gcc:" (GNU) or "// expect-clang:" (Clang) text for the compiler COMPILER.
+# Locus's own rules are pinned by their message alone ("// expect:"), which every compiler prints;
+# only the language's own errors need a text per compiler.
+#   -DNAME=<n>: compile_fail:<n>: compile_fail_<n>_fail must fail, then compile_fail_<n>_fixed
+#     (LOCUS_FIXED) must compile. DIRECT=ON: each runs its command from
+#     BUILD_DIR/compile_commands.json with -fsyntax-only (nothing written: tests run in parallel);
+#     otherwise the targets are built with `cmake --build`.
+#   -DBUILD_TARGET=<t>: t is built with `cmake --build` (a link failure) and must fail.
 set(_tag gcc)
 if(COMPILER STREQUAL "Clang")
   set(_tag clang)
@@ -10,15 +15,56 @@ file(STRINGS ${SOURCE} _expects REGEX "^// expect(-${_tag})?: ")
 if(NOT _expects)
   message(FATAL_ERROR "${SOURCE} has no '// expect:' line for ${COMPILER}")
 endif()
-set(_cfg)
-if(CONFIG)
-  set(_cfg --config ${CONFIG})
+
+if(BUILD_TARGET)
+  set(DIRECT OFF)
 endif()
-# LC_ALL=C: plain quotes in the compiler's messages, whatever the caller's locale.
-execute_process(COMMAND ${CMAKE_COMMAND} -E env LC_ALL=C LANG=C ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET} ${_cfg}
-                RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+if(DIRECT)
+  file(READ ${BUILD_DIR}/compile_commands.json _db)
+  string(JSON _count LENGTH "${_db}")
+endif()
+
+# Builds target; its exit status into <rc_var>, its diagnostics into <out_var>.
+function(compile _target rc_var out_var)
+  if(NOT DIRECT)
+    set(_cfg)
+    if(CONFIG)
+      set(_cfg --config ${CONFIG})
+    endif()
+    set(_cmd ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${_target} ${_cfg})
+    set(_dir ${BUILD_DIR})
+  else()
+    set(_cmd)
+    math(EXPR _last "${_count} - 1")
+    foreach(i RANGE ${_last})
+      string(JSON _line GET "${_db}" ${i} command)
+      string(JSON _file GET "${_db}" ${i} file)
+      if(_file STREQUAL SOURCE AND _line MATCHES "/${_target}\\.dir/")
+        string(JSON _dir GET "${_db}" ${i} directory)
+        separate_arguments(_cmd UNIX_COMMAND "${_line}")
+        break()
+      endif()
+    endforeach()
+    if(NOT _cmd)
+      message(FATAL_ERROR "${BUILD_DIR}/compile_commands.json has no command for ${_target} (${SOURCE})")
+    endif()
+    list(APPEND _cmd -fsyntax-only)
+  endif()
+  # LC_ALL=C: plain quotes in the compiler's messages, whatever the caller's locale.
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env LC_ALL=C LANG=C ${_cmd} WORKING_DIRECTORY ${_dir}
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+  set(${rc_var} "${_rc}" PARENT_SCOPE)
+  set(${out_var} "${_out}" PARENT_SCOPE)
+endfunction()
+
+if(BUILD_TARGET)
+  set(_failing ${BUILD_TARGET})
+else()
+  set(_failing compile_fail_${NAME}_fail)
+endif()
+compile(${_failing} _rc _out)
 if(_rc EQUAL 0)
-  message(FATAL_ERROR "${TARGET} compiled, but it must not:\n${_out}")
+  message(FATAL_ERROR "${_failing} compiled, but it must not:\n${_out}")
 endif()
 set(_missing)
 foreach(line IN LISTS _expects)
@@ -29,6 +75,15 @@ foreach(line IN LISTS _expects)
   endif()
 endforeach()
 if(_missing)
-  message(FATAL_ERROR "${TARGET} failed to compile, but its diagnostics lack:\n  ${_missing}\n--- output ---\n${_out}")
+  message(FATAL_ERROR "${_failing} failed to build, but its diagnostics lack:\n  ${_missing}\n--- output ---\n${_out}")
 endif()
-message(STATUS "${TARGET}: rejected with the expected diagnostic")
+
+if(BUILD_TARGET)
+  message(STATUS "${BUILD_TARGET}: rejected with the expected diagnostic")
+  return()
+endif()
+compile(compile_fail_${NAME}_fixed _rc _out)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "compile_fail_${NAME}_fixed (LOCUS_FIXED: the snippet with its fix) must compile:\n${_out}")
+endif()
+message(STATUS "compile_fail:${NAME}: rejected with the expected diagnostic; its fixed twin compiles")
