@@ -49,6 +49,19 @@
 #  define LOCUS_RUNTIME_DEFINITIONS 1
 #  define LOCUS_RUNTIME_INLINE inline
 #endif
+// The common configurations the run-time file also compiles (the built-in models' code for float
+// on each kind of device, the optimisers' steps): each header that defines one names it with
+//     #ifdef LOCUS_DETAIL_PREBUILT
+//     LOCUS_DETAIL_PREBUILT class detail::model_core<mlp<float>, cpu>;
+//     #endif
+// an explicit instantiation definition in the run-time file, a declaration (`extern template`) in
+// the program's other files, which then compile calls into it instead of the code. Header-only
+// programs instantiate them where they are used, as any template.
+#if defined(LOCUS_RUNTIME_IMPLEMENTATION)
+#  define LOCUS_DETAIL_PREBUILT template
+#elif defined(LOCUS_SEPARATE_RUNTIME) && LOCUS_SEPARATE_RUNTIME
+#  define LOCUS_DETAIL_PREBUILT extern template
+#endif
 // A run-time function called from many templates (the arena's allocate and deallocate, inside every
 // tensor's constructor and destructor): header-only, `inline` would let the optimiser copy its body
 // into each of them; it stays one out-of-line function.

@@ -35,9 +35,12 @@
 #include <locus/tensor/transfer.hpp>
 #include <locus/train/checkpoint.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mlp.hpp>
 #include <locus/train/model.hpp>
+#include <locus/train/optimizer.hpp>
 #include <locus/train/report.hpp>
 #include <locus/train/runner.hpp>
+#include <locus/train/softmax_regression.hpp>
 
 #if defined(LOCUS_RUNTIME_IMPLEMENTATION)
 namespace locus::detail {

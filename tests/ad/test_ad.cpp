@@ -14,7 +14,16 @@
 #include <vector>
 
 using namespace locus;
-using locus_test::float_cases;
+using locus_test::on_device;
+// Float on the cpu and on a GPU, double on the cpu: the derivative rules and the backward's
+// kernels are the same templates for every (type, device) pair, and each pair costs a compile of
+// this file's largest expressions (the largest file of every CI stage); double on a GPU adds the
+// least (the finite-difference check in double runs on the cpu, float's on both device kinds).
+#if LOCUS_HAS_GPUS
+using float_cases = std::tuple<on_device<cpu, float>, on_device<gpu<1>, float>, on_device<cpu, double>>;
+#else
+using float_cases = std::tuple<on_device<cpu, float>, on_device<cpu, double>>;
+#endif
 using locus_test::random_values;
 
 namespace {

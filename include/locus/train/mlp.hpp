@@ -185,3 +185,15 @@ public:
 };
 
 }  // namespace locus::train
+
+// The built-in model for float is compiled once, in the run-time file, in a separate-runtime
+// program (config.hpp, LOCUS_DETAIL_PREBUILT).
+#ifdef LOCUS_DETAIL_PREBUILT
+#  include <locus/train/model.hpp>
+namespace locus::train {
+LOCUS_DETAIL_PREBUILT class detail::model_core<mlp<float>, cpu>;
+#  if LOCUS_HAS_GPUS
+LOCUS_DETAIL_PREBUILT class detail::model_core<mlp<float>, any_gpu>;
+#  endif
+}  // namespace locus::train
+#endif

@@ -268,43 +268,57 @@ public:
 
   /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`).
   LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y, std::uint64_t stream,
-                                 std::vector<flat_tensor>& flat) {
-    auto s = [&] {
-      if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
-        return model_->loss_and_grad(*p_, x, y, stream);
-      else return model_->loss_and_grad(*p_, x, y);
-    }();
-    const double loss = double(s.loss.item());
-    grad_.emplace(std::move(s.grad));
-    std::as_const(*grad_).for_each([&]<class G>(const G& g) {
-      if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
-      else flat.push_back({const_cast<float*>(g.data()), g.size(), {}});
-    });
-    return loss;
-  }
+                                 std::vector<flat_tensor>& flat);
 
   /// The class of each row of x.
-  LOCUS_NOINLINE tensor<std::int64_t, C> predict(const tensor<float, C, 2>& x) const { return model_->predict(*p_, x); }
+  LOCUS_NOINLINE tensor<std::int64_t, C> predict(const tensor<float, C, 2>& x) const;
 
 private:
-  explicit model_core(std::shared_ptr<const M> m) : model_(std::move(m)) {
-    p_.emplace(model_->template init<C>());
-    p_->for_each([&]<class V>(const V& v) {
-      if constexpr (!is_parameter_view<V, C, false>) {
-        explain_parameter_view<V, C, false>();  // the one message, not errors deep in here
-      } else {
-        std::vector<std::uint64_t> extents;
-        for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
-        tensors_.push_back({v.data(), v.size(), std::move(extents)});
-      }
-    });
-  }
+  explicit model_core(std::shared_ptr<const M> m);
 
   std::shared_ptr<const M> model_;
   std::optional<params_type> p_;
   std::optional<params_type> grad_;
   std::vector<flat_tensor> tensors_;
 };
+
+// Out of the class: not inline, so that a separate-runtime program's files compile calls into
+// the run-time file's copy of a built-in model's (LOCUS_DETAIL_PREBUILT, config.hpp).
+template <class M, device C>
+model_core<M, C>::model_core(std::shared_ptr<const M> m) : model_(std::move(m)) {
+  p_.emplace(model_->template init<C>());
+  p_->for_each([&]<class V>(const V& v) {
+    if constexpr (!is_parameter_view<V, C, false>) {
+      explain_parameter_view<V, C, false>();  // the one message, not errors deep in here
+    } else {
+      std::vector<std::uint64_t> extents;
+      for (std::size_t d = 0; d < std::size_t(v.shape().rank()); ++d) extents.push_back(v.shape()[d]);
+      tensors_.push_back({v.data(), v.size(), std::move(extents)});
+    }
+  });
+}
+
+template <class M, device C>
+double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y, std::uint64_t stream,
+                                  std::vector<flat_tensor>& flat) {
+  auto s = [&] {
+    if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
+      return model_->loss_and_grad(*p_, x, y, stream);
+    else return model_->loss_and_grad(*p_, x, y);
+  }();
+  const double loss = double(s.loss.item());
+  grad_.emplace(std::move(s.grad));
+  std::as_const(*grad_).for_each([&]<class G>(const G& g) {
+    if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
+    else flat.push_back({const_cast<float*>(g.data()), g.size(), {}});
+  });
+  return loss;
+}
+
+template <class M, device C>
+tensor<std::int64_t, C> model_core<M, C>::predict(const tensor<float, C, 2>& x) const {
+  return model_->predict(*p_, x);
+}
 
 /// The checks of a gradient's tensors against the parameters' sizes.
 LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,

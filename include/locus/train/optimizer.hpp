@@ -91,3 +91,24 @@ LOCUS_NOINLINE void apply_step(const O& opt, float lr, std::uint64_t step, const
 }
 
 }  // namespace locus::train
+
+// The built-in optimisers' steps are compiled once, in the run-time file, in a separate-runtime
+// program (config.hpp, LOCUS_DETAIL_PREBUILT).
+#ifdef LOCUS_DETAIL_PREBUILT
+#  define LOCUS_DETAIL_PREBUILT_STEP(O, D)                                                                        \
+    LOCUS_DETAIL_PREBUILT void apply_step<O, D>(const O&, float, std::uint64_t,                                 \
+                                                const std::vector<tensor_view<float, D, 1>>&,                   \
+                                                const std::vector<tensor_view<const float, D, 1>>&,             \
+                                                const tensor_view<float, D, 1>&, float);
+namespace locus::train {
+LOCUS_DETAIL_PREBUILT_STEP(sgd, cpu)
+LOCUS_DETAIL_PREBUILT_STEP(adam, cpu)
+LOCUS_DETAIL_PREBUILT_STEP(adamw, cpu)
+#  if LOCUS_HAS_GPUS
+LOCUS_DETAIL_PREBUILT_STEP(sgd, any_gpu)
+LOCUS_DETAIL_PREBUILT_STEP(adam, any_gpu)
+LOCUS_DETAIL_PREBUILT_STEP(adamw, any_gpu)
+#  endif
+}  // namespace locus::train
+#  undef LOCUS_DETAIL_PREBUILT_STEP
+#endif

@@ -87,3 +87,15 @@ private:
 };
 
 }  // namespace locus::train
+
+// The built-in model for float is compiled once, in the run-time file, in a separate-runtime
+// program (config.hpp, LOCUS_DETAIL_PREBUILT).
+#ifdef LOCUS_DETAIL_PREBUILT
+#  include <locus/train/model.hpp>
+namespace locus::train {
+LOCUS_DETAIL_PREBUILT class detail::model_core<softmax_regression<float>, cpu>;
+#  if LOCUS_HAS_GPUS
+LOCUS_DETAIL_PREBUILT class detail::model_core<softmax_regression<float>, any_gpu>;
+#  endif
+}  // namespace locus::train
+#endif
