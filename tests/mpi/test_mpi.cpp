@@ -79,6 +79,29 @@ TEST_CASE("mpi<sync_average>: every rank equals one process with the same global
   CHECK(r2.curve.back().loss == Approx(r1.curve.back().loss).epsilon(1e-4));
 }
 
+TEST_CASE("mpi: rank 0 alone prints progress lines unless every rank is asked to; on_step runs on every rank",
+          "[mpi]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  data_parallel<mpi<sync_average>, cpu> ranks{model, sgd{0.1f}};
+  auto o = quiet(1, 64);  // 8 steps
+  o.log_every = 2;
+  int lines = 0, steps = 0;
+  o.print = [&](const std::string& line) {
+    ++lines;
+    CHECK(line.rfind("step ", 0) == 0);
+  };
+  o.on_step = [&](const progress&) { ++steps; };
+  ranks.fit(data, o);
+  CHECK(lines == (world_rank() == 0 ? 4 : 0));
+  CHECK(steps == 8);
+  lines = steps = 0;
+  o.print_on_every_rank = true;
+  ranks.fit(data, o);
+  CHECK(lines == 4);
+  CHECK(steps == 8);
+}
+
 #if LOCUS_HAS_GPUS
 TEST_CASE("mpi<sync_average> with two devices per rank: four replicas, one process's result", "[mpi][sync]") {
   softmax_regression<float> model(16, 4);

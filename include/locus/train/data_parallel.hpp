@@ -277,7 +277,7 @@ public:
     fit_result result;
     seed_ = o.seed;
     if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
-    detail::reporter report(o, total, device_count);
+    detail::reporter report(o, total, device_count, rank() == 0 || o.print_on_every_rank);
     report.resume_at(result.resumed_from);
     fit_context<set_type> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
     if constexpr (detail::checkpoints_during_fit<Policy>) {

@@ -69,6 +69,9 @@ struct fit_options {
   std::size_t checkpoint_every = 0;
   /// Called after every step applied (or skipped), with its progress entry.
   std::function<void(const progress&)> on_step;
+  /// Across processes (an MPI communicator): rank 0 alone prints its progress lines and draws the
+  /// bar, unless this is set (every rank's curve and on_step are kept and called either way).
+  bool print_on_every_rank = false;
   /// Where the progress lines go (stdout by default; nullptr: nowhere).
   std::function<void(const std::string&)> print = [](const std::string& line) {
     std::fputs((line + "\n").c_str(), stdout);

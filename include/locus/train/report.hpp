@@ -19,11 +19,12 @@ namespace detail {
 /// "step 100, loss = 0.4512 (epoch 1; 81234 examples/sec; 0.0032 sec/batch; 2 devices)".
 LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices);
 
-/// Records the loss curve, prints the TF-style lines and draws the progress bar.
+/// Records the loss curve, prints the TF-style lines and draws the progress bar (when `prints`:
+/// across processes, on rank 0 or with fit_options::print_on_every_rank).
 class reporter {
 public:
   using clock = std::chrono::steady_clock;
-  LOCUS_RUNTIME_INLINE reporter(const fit_options& o, std::size_t total, std::size_t devices);
+  LOCUS_RUNTIME_INLINE reporter(const fit_options& o, std::size_t total, std::size_t devices, bool prints = true);
   reporter(const reporter&) = delete;
   reporter& operator=(const reporter&) = delete;
   LOCUS_RUNTIME_INLINE ~reporter();
@@ -40,7 +41,7 @@ private:
   std::size_t total_, devices_;
   clock::time_point start_, last_, last_bar_;
   std::size_t last_step_ = 0;
-  bool bar_ = false, drawn_ = false;
+  bool prints_ = true, bar_ = false, drawn_ = false;
 };
 
 // The lines and the bar: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
@@ -52,13 +53,14 @@ LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t de
   return buf;
 }
 
-LOCUS_RUNTIME_INLINE reporter::reporter(const fit_options& o, std::size_t total, std::size_t devices)
-    : o_(o), total_(total), devices_(devices), start_(clock::now()), last_(start_), last_bar_(start_) {
+LOCUS_RUNTIME_INLINE reporter::reporter(const fit_options& o, std::size_t total, std::size_t devices, bool prints)
+    : o_(o), total_(total), devices_(devices), start_(clock::now()), last_(start_), last_bar_(start_), prints_(prints) {
 #if __has_include(<unistd.h>)
   bar_ = o.bar == progress_bar::on || (o.bar == progress_bar::automatic && ::isatty(2) != 0);
 #else
   bar_ = o.bar == progress_bar::on;
 #endif
+  bar_ = bar_ && prints_;
 }
 LOCUS_RUNTIME_INLINE reporter::~reporter() {
   if (drawn_) std::fputs("\n", stderr);
@@ -78,7 +80,7 @@ LOCUS_RUNTIME_INLINE void reporter::operator()(fit_result& r, std::size_t step, 
     last_ = now;
     last_step_ = step;
     if (drawn_) std::fputs("\r\033[K", stderr);  // the line goes above the bar
-    if (o_.print) o_.print(progress_line(p, devices_));
+    if (prints_ && o_.print) o_.print(progress_line(p, devices_));
   }
   if (bar_ && (step == total_ || now - last_bar_ > std::chrono::milliseconds(100))) {
     last_bar_ = now;
