@@ -79,6 +79,25 @@ TEST_CASE("mpi<sync_average>: every rank equals one process with the same global
   CHECK(r2.curve.back().loss == Approx(r1.curve.back().loss).epsilon(1e-4));
 }
 
+TEST_CASE("mpi<sync_average> with clip_norm: the global norm over both ranks, the same clipped steps as one process",
+          "[mpi][sync][clip]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  data_parallel<sync_average, cpu> one{model, sgd{0.1f, 0.9f}};
+  data_parallel<mpi<sync_average>, cpu> ranks{model, sgd{0.1f, 0.9f}};
+  auto o = quiet(2, 64);
+  o.clip_norm = 0.05f;  // below the gradient's norm at every step here
+  const auto r1 = one.fit(data, o);
+  const auto r2 = ranks.fit(data, o);
+  REQUIRE(r2.curve.size() == r1.curve.size());
+  for (std::size_t i = 0; i < r1.curve.size(); ++i) {
+    CHECK(r1.curve[i].grad_norm > 0.05);
+    CHECK(r2.curve[i].grad_norm == Approx(r1.curve[i].grad_norm).epsilon(1e-4));
+  }
+  CHECK(max_difference(one.parameters(), ranks.parameters()) < 1e-5);
+  CHECK(spread_from_rank0(ranks.parameters()) == 0.0);
+}
+
 TEST_CASE("mpi: rank 0 alone prints progress lines unless every rank is asked to; on_step runs on every rank",
           "[mpi]") {
   mlp<float> model({16, 12, 4}, 5);

@@ -7,7 +7,9 @@
 #include <locus/train/softmax_regression.hpp>
 
 #include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace locus;
@@ -164,4 +166,81 @@ TEST_CASE("gradient accumulation: k micro-batches of b equal one batch of k*b", 
 #endif
   CHECK_THROWS_WITH((data_parallel<sync_average, cpu>{model, sgd{}, sync_average{.accumulate = 0}}.fit(data, quiet(1, 64))),
                     "locus: sync_average: accumulate must be at least 1");
+}
+
+TEST_CASE("clip_norm: sync_average scales the mean gradient down to the norm given, reports the norm, and "
+          "changes nothing below it",
+          "[train][policy][clip]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  const float lr = 0.5f;
+  // One step of plain sgd: the parameters move by lr times the (clipped) mean gradient.
+  auto one_step = [&](auto& t, float clip) {
+    auto o = quiet(1, 128);
+    o.max_steps = 1;
+    o.clip_norm = clip;
+    const auto before = t.parameters();
+    const auto r = t.fit(data, o);
+    const auto after = t.parameters();
+    double squares = 0;
+    for (std::size_t i = 0; i < after.size(); ++i) squares += double(after[i] - before[i]) * double(after[i] - before[i]);
+    REQUIRE(r.curve.size() == 1);
+    return std::pair{std::sqrt(squares), r.curve[0].grad_norm};
+  };
+  data_parallel<sync_average, cpu> free{model, sgd{lr, 0.f}};
+  const auto [moved, unmeasured] = one_step(free, 0.f);
+  CHECK(unmeasured == 0.0);  // no clipping, no norm computed
+  const double norm = moved / double(lr);
+  REQUIRE(norm > 0.01);
+  // Above the norm: the same step, bit for bit, and the norm reported.
+  data_parallel<sync_average, cpu> loose{model, sgd{lr, 0.f}};
+  const auto [moved_loose, reported] = one_step(loose, float(2 * norm));
+  CHECK(loose.parameters() == free.parameters());
+  CHECK(reported == Approx(norm).epsilon(1e-4));
+  // Below it: a step of length lr * clip_norm, in the gradient's direction.
+  const float clip = float(norm / 2);
+  data_parallel<sync_average, cpu> tight{model, sgd{lr, 0.f}};
+  const auto [moved_tight, reported_tight] = one_step(tight, clip);
+  CHECK(moved_tight == Approx(double(lr) * double(clip)).epsilon(1e-3));
+  CHECK(reported_tight == Approx(norm).epsilon(1e-4));
+  const auto start = data_parallel<sync_average, cpu>{model, sgd{lr, 0.f}}.parameters();
+  const auto p_free = free.parameters(), p_tight = tight.parameters();
+  for (std::size_t i = 0; i < start.size(); ++i)
+    CHECK(double(p_tight[i] - start[i]) == Approx(double(p_free[i] - start[i]) * 0.5).margin(1e-6));
+#if LOCUS_HAS_GPUS
+  // Two replicas (the exchanged buffers): the norm of the mean over both, the same clipped step.
+  data_parallel<sync_average, cpu, gpu<0>> two{model, sgd{lr, 0.f}};
+  const auto [moved_two, reported_two] = one_step(two, clip);
+  CHECK(moved_two == Approx(double(lr) * double(clip)).epsilon(1e-3));
+  CHECK(reported_two == Approx(norm).epsilon(1e-4));
+  CHECK(max_difference(two.parameters(), tight.parameters()) < 1e-5);
+#endif
+  // The progress lines name the norm.
+  std::vector<std::string> lines;
+  auto o = quiet(1, 128);
+  o.log_every = 1;
+  o.clip_norm = 1.f;
+  o.print = [&](const std::string& line) { lines.push_back(line); };
+  data_parallel<sync_average, cpu>{model, sgd{lr, 0.f}}.fit(data, o);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0].find("(epoch 1; grad norm ") != std::string::npos);
+  // Refused before any step: a norm that is negative, NaN or infinite, and a policy that does not clip.
+  data_parallel<sync_average, cpu> t{model, sgd{lr, 0.f}};
+  const auto before = t.parameters();
+  for (float bad : {-1.f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto b = quiet(1, 64);
+    b.clip_norm = bad;
+    CHECK(error_of([&] { t.fit(data, b); }) ==
+          "locus: fit: clip_norm " + std::to_string(bad) +
+              ": the gradient's largest norm must be finite and positive (0: no clipping)");
+  }
+  CHECK(t.parameters() == before);
+  auto c = quiet(1, 64);
+  c.clip_norm = 1.f;
+  data_parallel<hogwild, cpu> h{model, sgd{lr, 0.f}};
+  CHECK(error_of([&] { h.fit(data, c); }) ==
+        "locus: fit: hogwild does not clip gradients (fit_options::clip_norm 1.000000); sync_average does, or leave "
+        "clip_norm at 0");
+  data_parallel<local_sgd, cpu> l{model, sgd{lr, 0.f}};
+  CHECK(error_of([&] { l.fit(data, c); }).rfind("locus: fit: local_sgd does not clip gradients", 0) == 0);
 }

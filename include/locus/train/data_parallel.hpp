@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -69,6 +70,8 @@ LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_
 /// fit's checks of its data: a batch of 1 to data.size() examples, images and labels that agree,
 /// labels in [0, classes).
 LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes);
+/// fit_options::clip_norm: finite and not negative, and 0 unless the policy clips.
+LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips);
 /// fit's checks when it will write checkpoints to `path`: the policy writes them, the reader would
 /// accept them (the optimiser's name, the tensors' ranks), and rank 0 can create a file there.
 LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
@@ -88,6 +91,15 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
     throw config_error("locus: fit: batch " + std::to_string(batch) + " for a data set of " +
                        std::to_string(data.size()) + " examples");
   check_labelled("fit", data, classes);
+}
+
+LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips) {
+  if (!(clip_norm >= 0) || !std::isfinite(clip_norm))
+    throw config_error("locus: fit: clip_norm " + std::to_string(clip_norm) +
+                       ": the gradient's largest norm must be finite and positive (0: no clipping)");
+  if (clip_norm > 0 && !policy_clips)
+    throw config_error(std::string("locus: fit: ") + policy + " does not clip gradients (fit_options::clip_norm " +
+                       std::to_string(clip_norm) + "); sync_average does, or leave clip_norm at 0");
 }
 
 LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
@@ -266,6 +278,7 @@ public:
     dist::agree(comm, [&] {
       detail::check_fit_data(data, options.batch, classes_);
       o = detail::with_recipe(policy_, options);
+      detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
       detail::check_options(policy_, o, *set_);
       total = total_steps(data.size(), o);
       if (!o.checkpoint_path.empty())
@@ -458,6 +471,7 @@ private:
         {"checkpoint_every", o.checkpoint_every},
         {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
         {"on_non_finite", std::uint64_t(o.on_non_finite)},
+        {"clip_norm given", o.clip_norm > 0 ? 1u : 0u},
         {"warmup_steps", o.warmup_steps.value_or(0)},
         {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
     };

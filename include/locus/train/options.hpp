@@ -23,6 +23,9 @@ struct progress {
   double examples_per_sec = 0;    ///< since the previous line
   double sec_per_batch = 0;
   double wall_seconds = 0;        ///< since fit() started
+  /// The L2 norm of the step's averaged gradient over every parameter, replica and rank, before
+  /// clipping (with fit_options::clip_norm > 0; otherwise 0).
+  double grad_norm = 0;
 };
 
 /// The one-line progress bar on standard error: always, never, or when standard error is a terminal.
@@ -61,6 +64,10 @@ struct fit_options {
   std::size_t log_every = 100;    ///< a TF-style line every this many steps (0: none)
   progress_bar bar = progress_bar::automatic;
   non_finite on_non_finite = non_finite::throw_error;
+  /// Global-norm gradient clipping (policies that declare `clips_gradients`: sync_average): when
+  /// > 0, each step's averaged gradient g becomes g * min(1, clip_norm / |g|), |g| its L2 norm over
+  /// every parameter, replica and rank (reported as progress::grad_norm and in the lines). 0: off.
+  float clip_norm = 0;
   /// Checkpoints (policies with checkpoints::during_fit): when `checkpoint_path` names an existing
   /// checkpoint, fit resumes from it (its parameters, momentum and step count; the seed must match)
   /// and skips the steps done; a checkpoint is written every `checkpoint_every` steps (0: only at

@@ -15,6 +15,8 @@
 //                                the policy's own defaults
 //   Policy::checkpoints          true when fit can write and resume checkpoints under it (its
 //                                state between steps is the replicas' parameters and optimiser states)
+//   Policy::clips_gradients      true when it applies fit_options::clip_norm (fit refuses the option
+//                                for a policy without it)
 //
 // An option that a policy does not have is a compile error: hogwild{.lookahead = true} compiles,
 // sync_average{.lookahead = true} does not. The built-in policies (sync_average.hpp, hogwild.hpp,
@@ -63,18 +65,19 @@ struct fit_context {
   [[nodiscard]] float lr(std::size_t step) const {
     return scheduled_lr(replicas.optimizer().lr, options, step, total_steps);
   }
-  /// Records step `step` (1-based: the steps done) of `epoch` with its loss: a checkpoint when
-  /// one is due (applied steps only), then the curve, the progress line and bar, and on_step.
-  void step_done(std::size_t step, std::size_t epoch, double loss, bool applied = true) {
+  /// Records step `step` (1-based: the steps done) of `epoch` with its loss (and the gradient's
+  /// norm before clipping, when the policy clips): a checkpoint when one is due (applied steps
+  /// only), then the curve, the progress line and bar, and on_step.
+  void step_done(std::size_t step, std::size_t epoch, double loss, bool applied = true, double grad_norm = 0) {
     result.steps = step;
     if constexpr (!Set::communicator_type::spans_processes) {
       if (applied && after_step) after_step(step);
-      report(result, step, epoch, loss);
+      report(result, step, epoch, loss, grad_norm);
     } else {
       if (!failure.empty()) return;  // the run ends at the next exchange
       try {
         if (applied && after_step) after_step(step);
-        report(result, step, epoch, loss);
+        report(result, step, epoch, loss, grad_norm);
       } catch (...) {
         failure = dist::describe(std::current_exception());
       }
@@ -123,6 +126,11 @@ fit_options with_recipe(const P& p, fit_options o) {
   if constexpr (requires { p.recipe(o); }) p.recipe(o);
   return o;
 }
+template <class P>
+inline constexpr bool clips_gradients = [] {
+  if constexpr (requires { P::clips_gradients; }) return bool(P::clips_gradients);
+  else return false;
+}();
 template <class P>
 inline constexpr bool checkpoints_during_fit = [] {
   if constexpr (requires { P::checkpoints; }) return bool(P::checkpoints);

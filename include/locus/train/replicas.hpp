@@ -121,6 +121,16 @@ template <device D, class Views>
   return true;
 }
 
+/// The sum of the squares of every element of the views, in double (one reduction each, on their
+/// device): the squared L2 norm of a gradient held in several tensors.
+template <device D, class Views>
+[[nodiscard]] double squared_norm(const Views& views) {
+  double total = 0;
+  for (const auto& v : views)
+    if (v.size() != 0) total += on<D>(sum(cast<double>(v) * cast<double>(v))).item();
+  return total;
+}
+
 /// Writes the host floats `values` into t from element k on (a function of the device alone).
 template <device D>
 void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<float> values) {
@@ -263,6 +273,11 @@ public:
   template <device D, class Views>
   [[nodiscard]] static bool all_finite(const Views& views) {
     return detail::all_finite<D>(views);
+  }
+  /// The sum of the squares of the views' elements, in double: a gradient's squared L2 norm.
+  template <device D, class Views>
+  [[nodiscard]] static double squared_norm(const Views& views) {
+    return detail::squared_norm<D>(views);
   }
   /// One element of a device buffer, on the host.
   template <device D>

@@ -16,8 +16,9 @@
 namespace locus::train {
 namespace detail {
 
-/// "step 100, loss = 0.4512 (epoch 1; 81234 examples/sec; 0.0032 sec/batch; 2 devices)".
-LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices);
+/// "step 100, loss = 0.4512 (epoch 1; 81234 examples/sec; 0.0032 sec/batch; 2 devices)", with
+/// "grad norm 1.2345; " after the epoch when the gradient is clipped.
+LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices, bool clipped = false);
 
 /// Records the loss curve, prints the TF-style lines and draws the progress bar (when `prints`:
 /// across processes, on rank 0 or with fit_options::print_on_every_rank).
@@ -33,7 +34,8 @@ public:
   /// the first rate counts only the steps run since.
   void resume_at(std::size_t step) noexcept { last_step_ = step; }
 
-  LOCUS_RUNTIME_INLINE void operator()(fit_result& r, std::size_t step, std::size_t epoch, double loss);
+  LOCUS_RUNTIME_INLINE void operator()(fit_result& r, std::size_t step, std::size_t epoch, double loss,
+                                       double grad_norm = 0);
 
 private:
   LOCUS_RUNTIME_INLINE void draw(const progress& p);
@@ -46,10 +48,13 @@ private:
 
 // The lines and the bar: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
 #if LOCUS_RUNTIME_DEFINITIONS
-LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %zu, loss = %.4f (epoch %zu; %.0f examples/sec; %.4f sec/batch; %zu device%s)",
-                p.step, p.loss, p.epoch + 1, p.examples_per_sec, p.sec_per_batch, devices, devices == 1 ? "" : "s");
+LOCUS_RUNTIME_INLINE std::string progress_line(const progress& p, std::size_t devices, bool clipped) {
+  char norm[64] = "";
+  if (clipped) std::snprintf(norm, sizeof norm, "grad norm %.4g; ", p.grad_norm);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "step %zu, loss = %.4f (epoch %zu; %s%.0f examples/sec; %.4f sec/batch; %zu device%s)",
+                p.step, p.loss, p.epoch + 1, norm, p.examples_per_sec, p.sec_per_batch, devices,
+                devices == 1 ? "" : "s");
   return buf;
 }
 
@@ -65,12 +70,14 @@ LOCUS_RUNTIME_INLINE reporter::reporter(const fit_options& o, std::size_t total,
 LOCUS_RUNTIME_INLINE reporter::~reporter() {
   if (drawn_) std::fputs("\n", stderr);
 }
-LOCUS_RUNTIME_INLINE void reporter::operator()(fit_result& r, std::size_t step, std::size_t epoch, double loss) {
+LOCUS_RUNTIME_INLINE void reporter::operator()(fit_result& r, std::size_t step, std::size_t epoch, double loss,
+                                               double grad_norm) {
   const auto now = clock::now();
   progress p;
   p.step = step;
   p.epoch = epoch;
   p.loss = loss;
+  p.grad_norm = grad_norm;
   p.wall_seconds = std::chrono::duration<double>(now - start_).count();
   if (o_.log_every != 0 && step % o_.log_every == 0) {
     const double dt = std::chrono::duration<double>(now - last_).count();
@@ -80,7 +87,7 @@ LOCUS_RUNTIME_INLINE void reporter::operator()(fit_result& r, std::size_t step, 
     last_ = now;
     last_step_ = step;
     if (drawn_) std::fputs("\r\033[K", stderr);  // the line goes above the bar
-    if (prints_ && o_.print) o_.print(progress_line(p, devices_));
+    if (prints_ && o_.print) o_.print(progress_line(p, devices_, o_.clip_norm > 0));
   }
   if (bar_ && (step == total_ || now - last_bar_ > std::chrono::milliseconds(100))) {
     last_bar_ = now;

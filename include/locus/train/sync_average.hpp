@@ -76,6 +76,9 @@ struct basic_sync_average {
   using communicator = Comm;
   static constexpr const char* name = "sync_average";
   static constexpr bool checkpoints = true;
+  /// fit_options::clip_norm: the mean gradient's global norm, over every replica and rank, after the
+  /// exchange (every buffer then holds the same sum); the scale rides in the step's kernel.
+  static constexpr bool clips_gradients = true;
   /// The same policy over another communicator kind (mpi<P> and nccl<P> use it).
   template <class Other>
   using over = basic_sync_average<Other>;
@@ -180,17 +183,35 @@ struct basic_sync_average {
           c.step_done(step, epoch, loss, false);
           continue;
         }
+        // Clipping: the norm of the mean gradient (the sum's, scaled), the factor rank 0's on
+        // every rank (one broadcast: ranks whose reductions differ in the last bit still apply
+        // the same step).
+        float clip = 1.f, norm = 0.f;
+        if (o.clip_norm > 0) {
+          const double squares =
+              packed ? Set::template squared_norm<H>(std::vector{tensor_view<const float, H, 1>(
+                           s.template buffer<0>().data(), shape{n})})
+                     : Set::template squared_norm<H>(home.gradients());
+          norm = float(std::sqrt(squares) * double(mean));
+          clip = norm > o.clip_norm ? o.clip_norm / norm : 1.f;
+          if constexpr (spans) {
+            std::array<float, 2> agreed{clip, norm};
+            s.comm().broadcast_host(agreed.data(), agreed.size());
+            clip = agreed[0];
+            norm = agreed[1];
+          }
+        }
         const float lr = c.lr(step);
         s.run([&](auto i) {
           using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
           const auto& r = s.template replica<i>();
           if (!packed)
-            s.template step<i>(lr, r.gradients());
+            s.template step<i>(lr, r.gradients(), clip);
           else
-            s.template step<i>(lr, segments<const float, D>(s.template buffer<i>().data(), r.parameters()), mean);
+            s.template step<i>(lr, segments<const float, D>(s.template buffer<i>().data(), r.parameters()), mean * clip);
         });
         ++step;
-        c.step_done(step, epoch, loss);
+        c.step_done(step, epoch, loss, true, norm);
       }
     }
   }
