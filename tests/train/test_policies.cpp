@@ -6,7 +6,10 @@
 #include <locus/train/mlp.hpp>
 #include <locus/train/softmax_regression.hpp>
 
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <utility>
@@ -243,4 +246,107 @@ TEST_CASE("clip_norm: sync_average scales the mean gradient down to the norm giv
         "clip_norm at 0");
   data_parallel<local_sgd, cpu> l{model, sgd{lr, 0.f}};
   CHECK(error_of([&] { l.fit(data, c); }).rfind("locus: fit: local_sgd does not clip gradients", 0) == 0);
+}
+
+namespace {
+// The README's example policy ("Writing a policy"), verbatim between the markers
+// (cmake/readme-snippets-check.cmake checks that README.md holds it).
+// snippet: clipped_average
+/// Synchronous averaging in one process, the mean gradient's global norm clipped to max_norm (0: off).
+struct clipped_average {
+  using communicator = locus::dist::in_process;
+  static constexpr const char* name = "clipped_average";
+  static constexpr bool checkpoints = true;  // between steps its state is the replicas' parameters and optimiser states
+  float max_norm = 0;
+
+  template <class Set>
+  void check(const locus::train::fit_options& o, const Set& s) const {
+    if (o.batch % s.replica_count() != 0) throw locus::config_error("clipped_average: the batch must split evenly");
+  }
+
+  template <class Set>
+  void run(locus::train::fit_context<Set>& c) const {
+    using H = typename Set::home_device;
+    auto& s = c.replicas;
+    const std::size_t n = s.parameter_count(), batch = c.options.batch, per_epoch = c.data.size() / batch;
+    const float mean = 1.f / float(s.replica_count());
+    std::vector<std::uint32_t> order;
+    // A resumed fit starts after the steps its checkpoint had done, in the same epoch and batch.
+    for (std::size_t step = c.resumed_from; step < c.total_steps; ++step) {
+      const std::size_t epoch = step / per_epoch, first = step % per_epoch * batch;
+      if (order.empty() || first == 0) order = locus::data::shuffled(c.data.size(), c.options.seed, epoch);
+      std::array<double, Set::device_count> losses{};
+      s.run([&](auto i) {  // each replica: the gradient of its shard of the batch, into its flat buffer
+        using D = typename Set::template device_at<i>;
+        auto& r = s.template replica<i>();
+        const auto mine = locus::data::shard_of(first, batch, s.first_replica() + i, s.replica_count());
+        auto [x, y] = locus::data::gather<D>(c.data, order, mine.first, mine.count);
+        losses[i] = r.loss_and_grad(x, y);
+        r.pack_gradients(locus::tensor_view<float, D, 1>(s.template buffer<i>().data(), locus::shape{n}));
+      });
+      s.comm().all_reduce_sum(s.buffers(n));  // every buffer now holds the sum of the gradients
+      const locus::tensor_view<const float, H, 1> sum(s.template buffer<0>().data(), locus::shape{n});
+      const double norm = mean * std::sqrt(Set::template squared_norm<H>(std::vector{sum}));
+      const float clip = max_norm > 0 && norm > max_norm ? float(max_norm / norm) : 1.f;
+      s.run([&](auto i) {  // the same step on every replica: the sum, scaled to the clipped mean
+        using D = typename Set::template device_at<i>;
+        const auto& r = s.template replica<i>();
+        const auto grads = locus::train::segments<const float, D>(s.template buffer<i>().data(), r.parameters());
+        s.template step<i>(c.lr(step), grads, mean * clip);
+      });
+      double loss = 0;
+      for (double l : losses) loss += l * mean;
+      c.step_done(step + 1, epoch, loss, true, norm);
+    }
+  }
+};
+// end snippet
+}  // namespace
+
+TEST_CASE("the README's policy: sync_average's steps without clipping, its clipping with it, exact resumption",
+          "[train][policy][clip]") {
+  mlp<float> model({16, 12, 4}, 5);
+  auto data = synthetic(512, 2);
+  auto o = quiet(2, 64);
+#if LOCUS_HAS_GPUS
+  using pair = data_parallel<sync_average, cpu, gpu<0>>;
+  using mine = data_parallel<clipped_average, cpu, gpu<0>>;
+#else
+  using pair = data_parallel<sync_average, cpu>;
+  using mine = data_parallel<clipped_average, cpu>;
+#endif
+  pair reference{model, adam{1e-2f}};
+  mine off{model, adam{1e-2f}};
+  reference.fit(data, o);
+  const auto r = off.fit(data, o);
+  CHECK(off.parameters() == reference.parameters());  // the same sums, the same steps, bit for bit
+  REQUIRE(r.curve.size() == 16);
+  CHECK(r.curve[0].grad_norm > 0.1);
+  // Clipped below every step's norm: as sync_average with clip_norm.
+  o.clip_norm = 0.1f;
+  pair reference_clipped{model, adam{1e-2f}};
+  reference_clipped.fit(data, o);
+  o.clip_norm = 0;
+  mine clipped{model, adam{1e-2f}, clipped_average{.max_norm = 0.1f}};
+  clipped.fit(data, o);
+  CHECK(max_difference(clipped.parameters(), reference_clipped.parameters()) < 1e-6);
+  CHECK(max_difference(clipped.parameters(), off.parameters()) > 1e-3);
+  // Interrupted after 5 steps and resumed from its checkpoint: the uninterrupted run's parameters.
+  const auto path = (std::filesystem::temp_directory_path() / "locus_clipped_average_resume.ckpt").string();
+  std::filesystem::remove(path);
+  auto first = quiet(2, 64);
+  first.checkpoint_path = path;
+  first.max_steps = 5;
+  mine a{model, adam{1e-2f}, clipped_average{.max_norm = 0.1f}};
+  a.fit(data, first);
+  mine b{model, adam{1e-2f}, clipped_average{.max_norm = 0.1f}};
+  auto rest = quiet(2, 64);
+  rest.checkpoint_path = path;
+  const auto resumed = b.fit(data, rest);
+  CHECK(resumed.resumed_from == 5);
+  CHECK(b.parameters() == clipped.parameters());
+  std::filesystem::remove(path);
+#if LOCUS_HAS_GPUS
+  CHECK(error_of([&] { mine{model, sgd{}}.fit(data, quiet(1, 63)); }) == "clipped_average: the batch must split evenly");
+#endif
 }

@@ -141,10 +141,11 @@ void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<floa
 
 template <class Kind, class... Ds>
 class replica_set {
+public:
+  /// Replica I's device.
   template <std::size_t I>
   using device_at = std::tuple_element_t<I, std::tuple<Ds...>>;
 
-public:
   using communicator_type = typename Kind::template group<Ds...>;
   static_assert(dist::communicator<communicator_type, Ds...>,
                 "locus: the policy's communicator kind does not meet locus::dist::communicator "
