@@ -230,22 +230,53 @@ TEST_CASE("clip_norm: sync_average scales the mean gradient down to the norm giv
   // Refused before any step: a norm that is negative, NaN or infinite, and a policy that does not clip.
   data_parallel<sync_average, cpu> t{model, sgd{lr, 0.f}};
   const auto before = t.parameters();
-  for (float bad : {-1.f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  const std::pair<float, const char*> refused[] = {{-1.f, "-1"},
+                                                   {-1e-30f, "-1e-30"},
+                                                   {std::numeric_limits<float>::quiet_NaN(), "nan"},
+                                                   {std::numeric_limits<float>::infinity(), "inf"}};
+  for (const auto& [bad, text] : refused) {
     auto b = quiet(1, 64);
     b.clip_norm = bad;
     CHECK(error_of([&] { t.fit(data, b); }) ==
-          "locus: fit: clip_norm " + std::to_string(bad) +
+          std::string("locus: fit: clip_norm ") + text +
               ": the gradient's largest norm must be finite and positive (0: no clipping)");
   }
   CHECK(t.parameters() == before);
   auto c = quiet(1, 64);
-  c.clip_norm = 1.f;
+  c.clip_norm = 1e-7f;
   data_parallel<hogwild, cpu> h{model, sgd{lr, 0.f}};
   CHECK(error_of([&] { h.fit(data, c); }) ==
-        "locus: fit: hogwild does not clip gradients (fit_options::clip_norm 1.000000); sync_average does, or leave "
+        "locus: fit: hogwild does not clip gradients (fit_options::clip_norm 1e-07); sync_average does, or leave "
         "clip_norm at 0");
   data_parallel<local_sgd, cpu> l{model, sgd{lr, 0.f}};
   CHECK(error_of([&] { l.fit(data, c); }).rfind("locus: fit: local_sgd does not clip gradients", 0) == 0);
+}
+
+namespace {
+/// softmax regression whose weight gradient is 1e38 in every element: finite, its norm past FLT_MAX.
+struct huge_gradient : softmax_regression<float> {
+  using softmax_regression::softmax_regression;
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+    auto s = softmax_regression::loss_and_grad(p, x, y);
+    s.grad.w = s.grad.w * 0.f + 1e38f;
+    s.grad.b = s.grad.b * 0.f;
+    return s;
+  }
+};
+}  // namespace
+
+TEST_CASE("clip_norm: a finite gradient whose norm passes FLT_MAX is clipped, not dropped", "[train][policy][clip]") {
+  huge_gradient model(16, 4);  // 64 weights: |g| = 8e38
+  auto data = synthetic(512, 2);
+  auto o = quiet(1, 64);
+  o.max_steps = 1;
+  o.clip_norm = 1.f;
+  data_parallel<sync_average, cpu> t{model, sgd{1.f, 0.f}};
+  const auto before = t.parameters();
+  const auto r = t.fit(data, o);
+  CHECK(r.curve.at(0).grad_norm == Approx(8e38).epsilon(1e-6));
+  CHECK(double(t.parameters()[0] - before[0]) == Approx(-0.125).epsilon(1e-5));  // 1e38 * 1 / 8e38
 }
 
 namespace {

@@ -32,6 +32,7 @@
 #include <locus/train/sync_average.hpp>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -94,12 +95,14 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
 }
 
 LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips) {
+  char value[32];
+  std::snprintf(value, sizeof value, "%g", double(clip_norm));  // 1e-07, not std::to_string's 0.000000
   if (!(clip_norm >= 0) || !std::isfinite(clip_norm))
-    throw config_error("locus: fit: clip_norm " + std::to_string(clip_norm) +
+    throw config_error(std::string("locus: fit: clip_norm ") + value +
                        ": the gradient's largest norm must be finite and positive (0: no clipping)");
   if (clip_norm > 0 && !policy_clips)
     throw config_error(std::string("locus: fit: ") + policy + " does not clip gradients (fit_options::clip_norm " +
-                       std::to_string(clip_norm) + "); sync_average does, or leave clip_norm at 0");
+                       value + "); sync_average does, or leave clip_norm at 0");
 }
 
 LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const char* policy, bool policy_writes,
@@ -471,7 +474,7 @@ private:
         {"checkpoint_every", o.checkpoint_every},
         {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
         {"on_non_finite", std::uint64_t(o.on_non_finite)},
-        {"clip_norm given", o.clip_norm > 0 ? 1u : 0u},
+        {"clip_norm (its float's bits)", std::bit_cast<std::uint32_t>(o.clip_norm)},
         {"warmup_steps", o.warmup_steps.value_or(0)},
         {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
     };

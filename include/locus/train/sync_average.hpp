@@ -186,20 +186,17 @@ struct basic_sync_average {
         // Clipping: the norm of the mean gradient (the sum's, scaled), the factor rank 0's on
         // every rank (one broadcast: ranks whose reductions differ in the last bit still apply
         // the same step).
-        float clip = 1.f, norm = 0.f;
+        // (The norm stays in double: finite elements can have a norm past FLT_MAX.)
+        float clip = 1.f;
+        double norm = 0;
         if (o.clip_norm > 0) {
           const double squares =
               packed ? Set::template squared_norm<H>(std::vector{tensor_view<const float, H, 1>(
                            s.template buffer<0>().data(), shape{n})})
                      : Set::template squared_norm<H>(home.gradients());
-          norm = float(std::sqrt(squares) * double(mean));
-          clip = norm > o.clip_norm ? o.clip_norm / norm : 1.f;
-          if constexpr (spans) {
-            std::array<float, 2> agreed{clip, norm};
-            s.comm().broadcast_host(agreed.data(), agreed.size());
-            clip = agreed[0];
-            norm = agreed[1];
-          }
+          norm = std::sqrt(squares) * double(mean);
+          clip = norm > double(o.clip_norm) ? float(double(o.clip_norm) / norm) : 1.f;
+          if constexpr (spans) s.comm().broadcast_host(&clip, 1);
         }
         const float lr = c.lr(step);
         s.run([&](auto i) {
