@@ -3,21 +3,24 @@
 # (`yes > /dev/null`, started and killed here), side by side in one run: the ratio is what a user
 # of a shared machine sees (issue 31; a fair share of a machine busy with one other job is ~2x).
 #
-#   bench/load.sh [EXAMPLE] [--reps N] [--mpi]
+#   bench/load.sh [EXAMPLE] [--reps N] [--mpi] [--torch PROGRAM]
 #
 # EXAMPLE: the built multi_device_train (default build/host/examples/example_multi_device_train).
 # Each row: sync on 1 and 2 emulated GPUs, hogwild on 2 (one epoch, 234 steps of 256), the median
 # of N runs (default 3) quiet and loaded. --mpi adds `mpirun -np 2` of sync on one device per rank
-# against the one-process, two-device epoch, both quiet.
+# against the one-process, two-device epoch, both quiet. --torch adds the same MLP written with
+# libtorch (bench/mlp_libtorch.cpp, built by hand: see its top), quiet and loaded, on the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 example=build/host/examples/example_multi_device_train
 reps=3
 mpi=0
+torch=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) reps="$2"; shift 2 ;;
     --mpi) mpi=1; shift ;;
+    --torch) torch="$2"; shift 2 ;;
     *) example="$1"; shift ;;
   esac
 done
@@ -49,6 +52,16 @@ for row in "sync 1" "sync 2" "hogwild 2"; do
   read -r quiet loaded < <(measure "$example" --policy "$1" --devices "$2" --epochs 1 | paste -sd' ')
   printf '%-28s %10.2f %10.2f %7.1fx\n' "$1 on $2 device(s)" "$quiet" "$loaded" "$(echo "$loaded / $quiet" | bc -l)"
 done
+if [[ -n $torch ]]; then
+  # libtorch reads the IDX files uncompressed: Debian's are gzipped.
+  idx=$(mktemp -d)
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
+    gunzip -c "/usr/share/datasets/fashion-mnist/$f.gz" > "$idx/$f"
+  done
+  read -r quiet loaded < <(measure "$torch" "$idx" | paste -sd' ')
+  printf '%-28s %10.2f %10.2f %7.1fx\n' "libtorch, same MLP" "$quiet" "$loaded" "$(echo "$loaded / $quiet" | bc -l)"
+  rm -rf "$idx"
+fi
 if [[ $mpi == 1 ]] && command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   one=() two=()
