@@ -191,9 +191,6 @@ public:
 #ifdef LOCUS_DETAIL_PREBUILT
 #  include <locus/train/model.hpp>
 namespace locus::train {
-LOCUS_DETAIL_PREBUILT class detail::model_core<mlp<float>, cpu>;
-#  if LOCUS_HAS_GPUS
-LOCUS_DETAIL_PREBUILT class detail::model_core<mlp<float>, any_gpu>;
-#  endif
+LOCUS_DETAIL_PREBUILT_MODEL(mlp<float>)
 }  // namespace locus::train
 #endif

@@ -387,3 +387,16 @@ private:
 };
 
 }  // namespace locus::train
+
+// LOCUS_DETAIL_PREBUILT_MODEL(M): built-in model M (for float) compiled once, in the run-time file,
+// on the cpu and on any_gpu, in a separate-runtime program (config.hpp, LOCUS_DETAIL_PREBUILT);
+// written inside namespace locus::train after M's definition.
+#ifdef LOCUS_DETAIL_PREBUILT
+#  if LOCUS_HAS_GPUS
+#    define LOCUS_DETAIL_PREBUILT_MODEL(M)                       \
+      LOCUS_DETAIL_PREBUILT class detail::model_core<M, cpu>; \
+      LOCUS_DETAIL_PREBUILT class detail::model_core<M, any_gpu>;
+#  else
+#    define LOCUS_DETAIL_PREBUILT_MODEL(M) LOCUS_DETAIL_PREBUILT class detail::model_core<M, cpu>;
+#  endif
+#endif

@@ -93,9 +93,6 @@ private:
 #ifdef LOCUS_DETAIL_PREBUILT
 #  include <locus/train/model.hpp>
 namespace locus::train {
-LOCUS_DETAIL_PREBUILT class detail::model_core<softmax_regression<float>, cpu>;
-#  if LOCUS_HAS_GPUS
-LOCUS_DETAIL_PREBUILT class detail::model_core<softmax_regression<float>, any_gpu>;
-#  endif
+LOCUS_DETAIL_PREBUILT_MODEL(softmax_regression<float>)
 }  // namespace locus::train
 #endif

@@ -165,11 +165,12 @@ struct basic_sync_average {
         }
         const auto& home = s.template replica<0>();
         using H = typename Set::home_device;
-        const bool finite =
-            std::isfinite(loss) &&
-            (packed ? detail::all_finite<H>(std::vector{tensor_view<const float, H, 1>(
-                          s.template buffer<0>().data(), shape{n})})
-                    : detail::all_finite<H>(home.gradients()));
+        // The gradient this step applies, on the home device: the exchanged sum, or (one device,
+        // not packed) the model's own tensors. Checked for finiteness, and its norm for clipping.
+        std::vector<tensor_view<const float, H, 1>> exchanged;
+        if (packed) exchanged.emplace_back(s.template buffer<0>().data(), shape{n});
+        const auto& gradient = packed ? exchanged : home.gradients();
+        const bool finite = std::isfinite(loss) && detail::all_finite<H>(gradient);
         if (!finite) {
           if (o.on_non_finite == non_finite::throw_error)
             throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
@@ -183,18 +184,13 @@ struct basic_sync_average {
           c.step_done(step, epoch, loss, false);
           continue;
         }
-        // Clipping: the norm of the mean gradient (the sum's, scaled), the factor rank 0's on
-        // every rank (one broadcast: ranks whose reductions differ in the last bit still apply
-        // the same step).
-        // (The norm stays in double: finite elements can have a norm past FLT_MAX.)
+        // Clipping: the norm of the mean gradient (the sum's, scaled; in double: finite elements
+        // can have a norm past FLT_MAX), the factor rank 0's on every rank (one broadcast: ranks
+        // whose reductions differ in the last bit still apply the same step).
         float clip = 1.f;
         double norm = 0;
         if (o.clip_norm > 0) {
-          const double squares =
-              packed ? Set::template squared_norm<H>(std::vector{tensor_view<const float, H, 1>(
-                           s.template buffer<0>().data(), shape{n})})
-                     : Set::template squared_norm<H>(home.gradients());
-          norm = std::sqrt(squares) * double(mean);
+          norm = std::sqrt(detail::squared_norm<H>(gradient)) * double(mean);
           clip = norm > double(o.clip_norm) ? float(double(o.clip_norm) / norm) : 1.f;
           if constexpr (spans) s.comm().broadcast_host(&clip, 1);
         }
