@@ -132,3 +132,64 @@ TEST_CASE("a trainer learns from the program's own arrays and is measured on a s
   CHECK(trainer.accuracy(val) > 0.8);
   CHECK(trainer.accuracy(val) > before + 0.3);
 }
+
+TEST_CASE("make_dataset keeps rows of float targets, from vectors or tensors, and split carries them",
+          "[data][dataset]") {
+  const std::vector<float> x{0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f};
+  const std::vector<float> t{0.5f, -1.f, 1.5f, -2.f, 2.5f, -3.f, 3.5f, -4.f};
+  const auto d = data::make_dataset(x, 2, t, 2);
+  CHECK(d.size() == 4);
+  CHECK(d.has_targets());
+  CHECK(d.labels.size() == 0);
+  CHECK(d.targets.shape() == shape{4, 2});
+  CHECK(d.targets.to_vector() == t);
+  const auto e = data::make_dataset(tensor<float, cpu, 2>(shape{4, 2}, x), tensor<float, cpu, 2>(shape{4, 2}, t));
+  CHECK(e.images.to_vector() == x);
+  CHECK(e.targets.to_vector() == t);
+  // Each row's targets go with its features: feature 0 of row r is 2r, its targets r + 0.5 and -(r + 1).
+  const auto [train, val] = data::split(d, 0.5, 3);
+  CHECK(train.size() == 2);
+  CHECK(val.size() == 2);
+  for (const auto* part : {&train, &val}) {
+    CHECK(part->labels.size() == 0);
+    REQUIRE(part->targets.shape() == shape{2, 2});
+    for (std::size_t r = 0; r < 2; ++r) {
+      const float row = part->images(r, std::size_t(0)) / 2.f;
+      CHECK(part->targets(r, std::size_t(0)) == row + 0.5f);
+      CHECK(part->targets(r, std::size_t(1)) == -(row + 1.f));
+    }
+  }
+  // The gather of a batch carries the rows' targets and no labels.
+  const std::vector<std::uint32_t> order{3, 1};
+  auto [bx, by] = data::gather<cpu>(d, order, 0, 2);
+  CHECK(by.labels.size() == 0);
+  CHECK(by.values.to_vector() == std::vector<float>{3.5f, -4.f, 1.5f, -2.f});
+  CHECK(bx.to_vector() == std::vector<float>{6.f, 7.f, 2.f, 3.f});
+}
+
+TEST_CASE("make_dataset of float targets refuses bad arrays and names what is wrong", "[data][dataset][adversary]") {
+  const std::vector<float> x{0.f, 1.f, 2.f, 3.f, 4.f, 5.f};
+  const std::vector<float> t{1.f, 2.f, 3.f};
+  const auto message = [](auto&& f) { return error_of(f); };
+  CHECK(message([&] { (void)data::make_dataset(x, 2, t, 0); }).find("a target size of 0") != std::string::npos);
+  CHECK(message([&] { (void)data::make_dataset(x, 0, t, 1); }).find("a row size of 0") != std::string::npos);
+  CHECK(message([&] { (void)data::make_dataset(std::vector<float>{}, 2, std::vector<float>{}, 1); }).find("no rows") !=
+        std::string::npos);
+  CHECK(message([&] { (void)data::make_dataset(x, 2, t, 2); }).find("3 targets are not a whole number of rows of 2") !=
+        std::string::npos);
+  CHECK(message([&] { (void)data::make_dataset(x, 3, t, 1); }).find("2 rows of 3 features but 3 rows of 1 targets") !=
+        std::string::npos);
+  auto bad = t;
+  bad[2] = std::numeric_limits<float>::infinity();
+  CHECK(message([&] { (void)data::make_dataset(x, 2, bad, 1); }).find("target 0 of row 2 is infinite") !=
+        std::string::npos);
+  bad[2] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(message([&] { (void)data::make_dataset(x, 2, bad, 1); }).find("target 0 of row 2 is NaN") != std::string::npos);
+  CHECK(message([&] {
+          (void)data::make_dataset(tensor<float, cpu, 2>(shape{2, 3}, 1.f), tensor<float, cpu, 2>(shape{3, 1}, 1.f));
+        }).find("2 rows of features but 3 rows of targets") != std::string::npos);
+  CHECK_THROWS_AS(data::make_dataset(x, 2, bad, 1), data::data_error);
+  // A hand-made data set of features alone cannot be split.
+  const data::dataset none{tensor<float, cpu, 2>(shape{4, 2}, 1.f), {}, {}};
+  CHECK(message([&] { (void)data::split(none, 0.5, 1); }).find("neither labels nor targets") != std::string::npos);
+}

@@ -303,6 +303,39 @@ TEST_CASE("mpi: a label refused on rank 1 only refuses the fit on every rank", "
   if (world_rank() == 0) CHECK(m.rfind("locus: rank 1 of 2 failed: ", 0) == 0);
 }
 
+TEST_CASE("mpi: validation each epoch on every rank; rank 0's on_epoch decides the stop; one that throws ends the "
+          "fit on every rank", "[mpi][sync]") {
+  mlp<float> model({16, 12, 4}, 5);
+  const auto data = synthetic(512, 2), val = synthetic(100, 3);
+  auto o = quiet(3, 64);  // 8 steps an epoch
+  o.validation = &val;
+  // Rank 1 asks to stop after the first epoch, rank 0 after the second: rank 0's answer holds.
+  o.on_epoch = [&](const epoch_summary& e) { return world_rank() == 0 ? e.epoch < 1 : false; };
+  data_parallel<mpi<sync_average>, cpu> ranks{model, sgd{0.1f}};
+  const auto r = ranks.fit(data, o);
+  CHECK(r.stopped_early);
+  CHECK(r.steps == 16);
+  REQUIRE(r.history.size() == 2);
+  CHECK(r.history[1].validation_loss == ranks.mean_loss(val));
+  CHECK(spread_from_rank0(ranks.parameters()) == 0);
+  // Every rank the same validation loss (the same parameters, the same set).
+  CHECK(spread_from_rank0({float(r.history[1].validation_loss)}) == 0);
+  // A callback that throws on rank 1 only: every rank ends with rank 1's error.
+  o.on_epoch = [&](const epoch_summary&) -> bool {
+    if (world_rank() == 1) throw std::runtime_error("on_epoch failed on rank 1");
+    return true;
+  };
+  data_parallel<mpi<sync_average>, cpu> failing{model, sgd{0.1f}};
+  CHECK(error_of([&] { (void)failing.fit(data, o); }) == "locus: rank 1 of 2 failed: on_epoch failed on rank 1");
+  // Ranks that disagree on evaluating epochs are refused (one would wait in the epoch's exchange).
+  if (world_rank() == 1) {
+    o.on_epoch = nullptr;
+    o.validation = nullptr;
+  }
+  data_parallel<mpi<sync_average>, cpu> split{model, sgd{0.1f}};
+  CHECK(error_of([&] { (void)split.fit(data, o); }).find("epochs evaluated") != std::string::npos);
+}
+
 TEST_CASE("mpi: an on_step callback that throws on rank 0 ends the fit on every rank", "[mpi][faults]") {
   auto data = synthetic(512, 2);
   auto each = [&]<class Policy>(Policy policy, std::size_t at) {

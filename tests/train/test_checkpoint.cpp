@@ -30,6 +30,7 @@
 using namespace locus;
 using namespace locus::train;
 using namespace locus_test;
+namespace nn = locus::train::nn;
 
 namespace {
 std::string temp_path(const std::string& name) {
@@ -757,4 +758,119 @@ TEST_CASE("save_parameters and load_parameters: a model's parameters alone, on a
   CHECK_THROWS_AS(save_parameters(std::filesystem::temp_directory_path().string(), trained), checkpoint_error);
   std::remove(path.c_str());
   std::remove(from_trainer.c_str());
+}
+
+// ---- per-epoch validation and on_epoch (issue 30, part 5) ----
+
+TEST_CASE("validation each epoch: history, lines, and the training run unchanged", "[train][checkpoint]") {
+  const auto data = synthetic(640, 8), val = synthetic(250, 9);
+  // Dropout: the evaluation must draw nothing, or the masks after it would differ.
+  const sequential model{nn::dense(16, 32), nn::relu, nn::dropout(0.3), nn::dense(32, 4)};
+  auto o = quiet(3, 64);
+  std::vector<std::string> lines;
+  o.log_every = 5;
+  o.print = [&](const std::string& line) { lines.push_back(line); };
+  data_parallel<sync_average, cpu> plain{model, sgd{0.2f, 0.9f}}, checked{model, sgd{0.2f, 0.9f}};
+  const auto r0 = plain.fit(data, o);
+  o.validation = &val;
+  const auto r = checked.fit(data, o);
+  CHECK(checked.parameters() == plain.parameters());
+  CHECK(r0.history.empty());
+  REQUIRE(r.history.size() == 3);
+  for (std::size_t e = 0; e < 3; ++e) {
+    CHECK(r.history[e].epoch == e);
+    CHECK(r.history[e].step == (e + 1) * 10);
+    double sum = 0;
+    for (std::size_t s = e * 10; s < (e + 1) * 10; ++s) sum += r.curve[s].loss;
+    CHECK(std::abs(r.history[e].loss - sum / 10) < 1e-12);
+    CHECK(std::isfinite(r.history[e].validation_loss));
+  }
+  CHECK(r.history[2].validation_loss == checked.mean_loss(val));
+  CHECK(r.history[2].validation_accuracy == checked.accuracy(val));
+  CHECK(r.history[2].validation_loss < r.history[0].validation_loss);
+  // One line per epoch after the step lines of its last step.
+  char want[160];
+  std::snprintf(want, sizeof want, "epoch 3 (step 30): loss = %.4f; validation loss = %.4f, accuracy = %.4f",
+                r.history[2].loss, r.history[2].validation_loss, r.history[2].validation_accuracy);
+  REQUIRE(!lines.empty());
+  CHECK(lines.back() == want);
+  CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("epoch ", 0) == 0; }) == 3);
+  // max_steps in the middle of an epoch: the last summary at the last step.
+  o.max_steps = 15;
+  data_parallel<sync_average, cpu> cut{model, sgd{0.2f, 0.9f}};
+  const auto rc = cut.fit(data, o);
+  REQUIRE(rc.history.size() == 2);
+  CHECK(rc.history[1].step == 15);
+  CHECK(rc.history[1].epoch == 1);
+}
+
+TEST_CASE("on_epoch stops the fit at the end of an epoch, and a resumed fit ends as the uninterrupted one",
+          "[train][checkpoint]") {
+  const auto data = synthetic(512, 3), val = synthetic(200, 4);
+  const sequential model{nn::dense(16, 16), nn::relu, nn::dropout(0.2), nn::dense(16, 4)};
+  const auto path = temp_path("on-epoch");
+  std::remove(path.c_str());
+  auto o = quiet(4, 64);
+  data_parallel<sync_average, cpu> whole{model, sgd{0.1f, 0.9f}};
+  (void)whole.fit(data, o);
+  o.checkpoint_path = path;
+  o.validation = &val;
+  std::vector<std::size_t> seen;
+  o.on_epoch = [&](const epoch_summary& e) {
+    seen.push_back(e.epoch);
+    return e.epoch < 1;  // stop after the second epoch
+  };
+  data_parallel<sync_average, cpu> first{model, sgd{0.1f, 0.9f}};
+  const auto r = first.fit(data, o);
+  CHECK(r.stopped_early);
+  CHECK_FALSE(r.stopped);
+  CHECK(r.steps == 16);
+  CHECK(seen == std::vector<std::size_t>{0, 1});
+  CHECK(r.history.size() == 2);
+  // The checkpoint holds the stop; a fit without the callback goes on from it to the end.
+  o.on_epoch = nullptr;
+  data_parallel<sync_average, cpu> second{model, sgd{0.1f, 0.9f}};
+  const auto r2 = second.fit(data, o);
+  CHECK(r2.resumed_from == 16);
+  CHECK(r2.steps == 32);
+  CHECK_FALSE(r2.stopped_early);
+  CHECK(second.parameters() == whole.parameters());
+  std::remove(path.c_str());
+  // A callback that throws: its exception reaches the caller.
+  o.checkpoint_path.clear();
+  o.on_epoch = [](const epoch_summary&) -> bool { throw std::runtime_error("on_epoch failed"); };
+  data_parallel<sync_average, cpu> third{model, sgd{0.1f, 0.9f}};
+  CHECK(error_of([&] { (void)third.fit(data, o); }) == "on_epoch failed");
+}
+
+TEST_CASE("validation and on_epoch: refused for policies whose replicas differ, and bad validation sets",
+          "[train][checkpoint][adversary]") {
+  const auto data = synthetic(256, 3), val = synthetic(100, 4);
+  const softmax_regression<float> model(16, 4);
+  auto o = quiet(1, 32);
+  o.validation = &val;
+  data_parallel<hogwild, cpu> h{model, sgd{0.1f}};
+  const auto before = h.parameters();
+  CHECK(error_of([&] { (void)h.fit(data, o); }).find("locus: fit: hogwild's replicas do not hold the same parameters") !=
+        std::string::npos);
+  CHECK(h.parameters() == before);
+  auto only_callback = quiet(1, 32);
+  only_callback.on_epoch = [](const epoch_summary&) { return true; };
+  data_parallel<local_sgd, cpu> l{model, sgd{0.1f}};
+  CHECK(error_of([&] { (void)l.fit(data, only_callback); }).find("local_sgd's replicas do not hold") != std::string::npos);
+  data_parallel<sync_average, cpu> s{model, sgd{0.1f}};
+  const data::dataset empty{};
+  o.validation = &empty;
+  CHECK(error_of([&] { (void)s.fit(data, o); }) == "locus: fit: the validation set is empty");
+  const auto targets = data::make_dataset(std::vector<float>(32, 0.5f), 16, std::vector<float>{1.f, 2.f}, 1);
+  o.validation = &targets;
+  CHECK(error_of([&] { (void)s.fit(data, o); })
+            .find("locus: fit: validation: the model is a classifier (int32 labels) and the data set has float "
+                  "targets") != std::string::npos);
+  auto wide = synthetic(10, 5);
+  wide.labels = tensor<std::int32_t, cpu>(std::vector<std::int32_t>(10, 7));
+  o.validation = &wide;
+  CHECK(error_of([&] { (void)s.fit(data, o); }).find("label 0 is 7, outside the model's classes [0, 4)") !=
+        std::string::npos);
+  CHECK(s.parameters() == data_parallel<sync_average, cpu>{model, sgd{0.1f}}.parameters());
 }

@@ -358,3 +358,160 @@ TEST_CASE("after the first step a training step allocates nothing from the syste
   CHECK(after.system_allocations == before.system_allocations);
   CHECK(after.reuses > before.reuses);
 }
+
+namespace {
+template <class D, class T>
+struct loss_case {
+  using device_type = D;
+  using value_type = T;
+};
+#if LOCUS_HAS_GPUS
+using loss_cases = std::tuple<loss_case<cpu, float>, loss_case<gpu<1>, float>, loss_case<cpu, double>>;
+#else
+using loss_cases = std::tuple<loss_case<cpu, float>, loss_case<cpu, double>>;
+#endif
+
+/// Rows of 8 features in [-1, 1) and 2 float targets each: t = x A + c, plus noise of the given size.
+data::dataset linear_targets(std::size_t n, std::uint64_t seed, float noise) {
+  const auto x = on<cpu>(random::uniform<float>(shape{n, 8}, seed, -1.0, 1.0));
+  const auto e = on<cpu>(random::uniform<float>(shape{n, 2}, seed + 1, -1.0, 1.0));
+  std::vector<float> t(n * 2);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < 2; ++k) {
+      float v = k == 0 ? 0.5f : -1.f;
+      for (std::size_t j = 0; j < 8; ++j) v += x(i, j) * (k == 0 ? float(j) / 4.f - 1.f : (j % 2 ? 0.75f : -0.5f));
+      t[i * 2 + k] = v + noise * e(i, k);
+    }
+  return data::make_dataset(x.to_vector(), 8, t, 2);
+}
+
+/// A linear model of 8 features and 2 outputs on float targets, with the loss given.
+template <class Loss>
+auto linear_regression(Loss loss) {
+  return functional{parameters{nn::glorot(8, 2), nn::zeros(2)},
+                    [](const auto& p, const auto& x) {
+                      const auto& [w, b] = p;
+                      return matmul(x, w) + b;
+                    },
+                    loss};
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("losses of float targets: values and gradients of their formulas, zero and huge outputs too",
+                        "[train][ad]", loss_cases) {
+  using D = typename TestType::device_type;
+  using T = typename TestType::value_type;
+  // Outputs at 0 exactly (both kinks of the cross-entropy's stable form), far out on both sides
+  // (no overflow), and ordinary; targets 0, 1 and in between.
+  const std::vector<T> zs{T(0), T(0), T(0), T(-100), T(100), T(-100), T(100), T(0.7), T(-2.5), T(3)};
+  const std::vector<T> ts{T(0), T(1), T(0.3), T(0), T(1), T(1), T(0), T(0.25), T(1), T(0)};
+  const tensor<T, D, 2> z = to<D>(tensor<T, cpu, 2>(shape{5, 2}, zs));
+  const tensor<T, D, 2> t = to<D>(tensor<T, cpu, 2>(shape{5, 2}, ts));
+  const double n = 10, tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  const auto mse = ad::value_and_grad([&](const auto& v) { return losses::mean_squared_error(v, t); }, z);
+  const auto bce = ad::value_and_grad([&](const auto& v) { return losses::binary_cross_entropy(v, t); }, z);
+  double mse_want = 0, bce_want = 0;
+  const auto dm = mse.grad.to_vector(), db = bce.grad.to_vector();
+  for (std::size_t i = 0; i < zs.size(); ++i) {
+    const double zi = double(zs[i]), ti = double(ts[i]);
+    mse_want += (zi - ti) * (zi - ti) / n;
+    // -t log s(z) - (1 - t) log(1 - s(z)), s the logistic function, written out per side.
+    bce_want += (zi >= 0 ? zi * (1 - ti) + std::log1p(std::exp(-zi)) : -zi * ti + std::log1p(std::exp(zi))) / n;
+    CHECK(std::abs(double(dm[i]) - 2 * (zi - ti) / n) <= tol * 10);
+    CHECK(std::abs(double(db[i]) - (1 / (1 + std::exp(-zi)) - ti) / n) <= tol);
+  }
+  CHECK(std::abs(double(mse.loss.item()) - mse_want) <= tol * mse_want);
+  CHECK(std::abs(double(bce.loss.item()) - bce_want) <= tol * bce_want);
+  CHECK(std::isfinite(double(bce.loss.item())));
+  // ad::value_of: the same value without the gradient.
+  CHECK(double(ad::value_of([&](const auto& v) { return losses::binary_cross_entropy(v, t); }, z).item()) ==
+        double(bce.loss.item()));
+  // Outputs and targets of different shapes: a named error, not a broadcast.
+  const tensor<T, D, 2> narrow = to<D>(tensor<T, cpu, 2>(shape{5, 1}, T(1)));
+  CHECK(locus_test::error_of([&] {
+          (void)ad::value_and_grad([&](const auto& v) { return losses::mean_squared_error(v, narrow); }, z);
+        }) == "locus: mean_squared_error: outputs [5, 2] and targets [5, 1] differ in shape");
+}
+
+TEST_CASE("a regression on the program's arrays: functional with mean squared error, trained and evaluated",
+          "[train][ad]") {
+  const auto parts = data::split(linear_targets(1200, 21, 0.01f), 0.25, 4);
+  const auto& train_set = parts.train;
+  const auto& val = parts.validation;
+  const auto model = linear_regression(losses::mean_squared_error);
+  STATIC_REQUIRE(trains_on_values<decltype(model)>);
+  STATIC_REQUIRE(model_on<decltype(model), cpu>);
+  data_parallel<sync_average, cpu> trainer{model, sgd{0.1f, 0.9f}};
+  const double before = trainer.mean_loss(val);
+  (void)trainer.fit(train_set, quiet(10, 30));
+  const double after = trainer.mean_loss(val);
+  CHECK(before > 1.0);
+  CHECK(after < 1e-3);  // the noise's variance is 3.3e-5
+  // mean_loss is the mean of the model's loss over the rows, whatever the batching.
+  auto p = model.init<cpu>();
+  trainer.parameters_into(p);
+  CHECK(std::abs(double(model.loss(p, to<cpu>(val.images), to<cpu>(val.targets)).item()) - after) < 1e-6 + 1e-4 * after);
+  // output() is the prediction: the mean squared error again, by hand.
+  const auto out = model.output(p, val.images).to_vector();
+  const auto want = val.targets.to_vector();
+  double sq = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) sq += (double(out[i]) - want[i]) * (double(out[i]) - want[i]);
+  CHECK(std::abs(sq / double(out.size()) - after) < 1e-6 + 1e-4 * after);
+  // What has no meaning for a regression, or data of the other kind, is a named error.
+  CHECK(locus_test::error_of([&] { (void)trainer.accuracy(val); }).find("accuracy counts classes; use mean_loss") !=
+        std::string::npos);
+  const auto labelled = synthetic(64, 3);
+  CHECK(locus_test::error_of([&] { (void)trainer.fit(labelled, quiet(1, 8)); })
+            .find("the model trains on float targets (regression) and the data set has none (it has labels)") !=
+        std::string::npos);
+  data_parallel<sync_average, cpu> classifier{softmax_regression<float>(8, 2), sgd{0.1f}};
+  CHECK(locus_test::error_of([&] { (void)classifier.fit(val, quiet(1, 8)); })
+            .find("the model is a classifier (int32 labels) and the data set has float targets") != std::string::npos);
+  CHECK(locus_test::error_of([&] { (void)classifier.mean_loss(val); }).find("locus: mean_loss: the model is a classifier") !=
+        std::string::npos);
+  // A loss of one's own on float targets: the mean absolute error through losses::regression.
+  const auto mae = linear_regression(losses::regression([](const auto& z, const auto& t) { return mean(abs(z - t)); }));
+  data_parallel<sync_average, cpu> robust{mae, sgd{0.05f, 0.9f}};
+  const double mae_before = robust.mean_loss(val);
+  (void)robust.fit(train_set, quiet(10, 30));
+  CHECK(robust.mean_loss(val) < 0.1 * mae_before);
+}
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("a regression trains on two GPUs with both policies and the same data as on the cpu", "[train][ad]") {
+  const auto data = linear_targets(1024, 5, 0.01f), val = linear_targets(256, 6, 0.01f);
+  const auto model = linear_regression(losses::mean_squared_error);
+  data_parallel<sync_average, gpu<0>, gpu<1>> sync{model, sgd{0.1f, 0.9f}};
+  data_parallel<sync_average, cpu> one{model, sgd{0.1f, 0.9f}};
+  (void)sync.fit(data, quiet(4, 32));
+  (void)one.fit(data, quiet(4, 32));
+  CHECK(sync.mean_loss(val) < 1e-3);
+  // Two replicas averaging halves of each batch take the one replica's steps (to rounding).
+  CHECK(max_difference(sync.parameters(), one.parameters()) < 1e-4);
+  data_parallel<hogwild, gpu<0>, gpu<1>> async{model, sgd{0.05f, 0.9f}};
+  (void)async.fit(data, quiet(4, 16));
+  CHECK(async.mean_loss(val) < 1e-2);
+}
+#endif
+
+TEST_CASE("mean_loss: the loss in evaluation mode, dropout off, nothing drawn", "[train][ad]") {
+  const auto data = synthetic(512, 8), test = synthetic(300, 9);
+  // With dropout and without: the same initial weights (dropout has none), the same evaluation loss.
+  data_parallel<sync_average, cpu> dropping{sequential{nn::dense(16, 32), nn::relu, nn::dropout(0.5), nn::dense(32, 4)},
+                                            sgd{0.2f}};
+  data_parallel<sync_average, cpu> plain{sequential{nn::dense(16, 32), nn::relu, nn::dense(32, 4)}, sgd{0.2f}};
+  const double first = dropping.mean_loss(test);
+  CHECK(first == dropping.mean_loss(test));
+  CHECK(std::abs(first - plain.mean_loss(test)) < 1e-6);
+  CHECK(dropping.replicas().replica<0>().draws() == 0);
+  // A model without loss(p, x, y) whose loss_and_grad takes no stream: its loss_and_grad's value,
+  // the mean over rows (300 rows: batches of 1000 and less weigh by their rows).
+  const mlp<float> net({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> m{net, sgd{0.2f}};
+  (void)m.fit(data, quiet(2, 32));
+  auto p = net.init<cpu>();
+  m.parameters_into(p);
+  const double direct = double(net.loss_and_grad(p, test.images, test.labels).loss.item());
+  CHECK(std::abs(m.mean_loss(test) - direct) < 1e-6);
+  CHECK(locus_test::error_of([&] { (void)m.mean_loss(data::dataset{}); }).find("mean_loss") != std::string::npos);
+}

@@ -68,7 +68,7 @@ TEST_CASE("the sampler: a seeded permutation per epoch, equal shards, gathered r
   auto [x, y] = data::gather<cpu>(set, order, 10, 5);
   REQUIRE(x.extent(0) == 5);
   for (std::size_t r = 0; r < 5; ++r) {
-    CHECK(y(r) == set.labels(order[10 + r]));
+    CHECK(y.labels(r) == set.labels(order[10 + r]));
     CHECK(x(r, std::size_t(3)) == set.images(order[10 + r], std::size_t(3)));
   }
 }

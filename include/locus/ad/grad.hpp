@@ -49,6 +49,12 @@ auto make_parameters(const P& p) {
     return parameter(p);
   }
 }
+/// The parameters as vars that need no gradient (views of them: no copy, no graph kept).
+template <class P>
+auto make_constants(const P& p) {
+  if constexpr (is_tuple_v<P>) return std::apply([](const auto&... x) { return std::make_tuple(make_constants(x)...); }, p);
+  else return as_var(p);
+}
 template <class V>
 auto take_gradients(V& v) {
   if constexpr (is_tuple_v<V>) return std::apply([](auto&... x) { return std::make_tuple(take_gradients(x)...); }, v);
@@ -75,6 +81,19 @@ template <class F, class P, class... Args>
                                                                            : tensor<T, D, 0>(on<D>(expr::copy(loss.value())));
   auto grads = detail::take_gradients(vars);
   return value_and_gradient<T, D, decltype(grads)>{std::move(value), std::move(grads)};
+}
+
+/// The value of f(params-as-vars, args...) alone: the same function as value_and_grad's, its vars
+/// constants (no gradient kept, no backward pass).
+template <class F, class P, class... Args>
+[[nodiscard]] auto value_of(F&& f, const P& params, Args&&... args) {
+  auto vars = detail::make_constants(params);
+  auto out = evaluate(std::invoke(std::forward<F>(f), vars, std::forward<Args>(args)...));
+  using L = decltype(out);
+  static_assert(L::rank == 0, "locus: ad::value_of: the function must return a rank-0 value (a scalar: sum or mean it)");
+  using T = typename L::value_type;
+  using D = typename L::device_type;
+  return tensor<T, D, 0>(on<D>(expr::copy(out.value())));
 }
 
 /// The gradient of f(params-as-vars, args...) with respect to every parameter.

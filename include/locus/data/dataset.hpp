@@ -1,7 +1,7 @@
 #pragma once
 // Data sets from the program's own arrays (issue 30): rows of float features with a class label
-// each, checked once where they are made, and a seeded split into a training and a validation
-// part. A dataset is what the trainers' fit, accuracy and predict take; the IDX loaders
+// each, or with float targets each (regression), checked once where they are made, and a seeded
+// split into a training and a validation part. A dataset is what the trainers' fit, accuracy and predict take; the IDX loaders
 // (data/idx.hpp) return one.
 #include <locus/config.hpp>
 #include <locus/data/idx.hpp>
@@ -35,6 +35,16 @@ LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::
 LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<std::int32_t, cpu>& labels,
                                           std::size_t classes = 0);
 
+/// A dataset of float targets (regression) from host arrays: `features` holds `row_size` floats per
+/// row and `targets` `target_size` floats per row, row after row. Throws data_error naming what is
+/// wrong, and where, before anything is made: no rows, a row or target size of 0, a count that is
+/// not a whole number of rows, row counts that differ, a NaN or infinite feature or target (its row
+/// and column).
+LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::size_t row_size,
+                                          std::span<const float> targets, std::size_t target_size);
+/// The same from cpu tensors: features [rows, row_size], targets [rows, target_size] (copied).
+LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<float, cpu, 2>& targets);
+
 /// The two parts of a split.
 struct split_parts {
   dataset train;
@@ -45,7 +55,7 @@ struct split_parts {
 /// training part of the rest; each part keeps d's row order. The choice depends on `seed` alone:
 /// the same parts on every platform and standard library. Throws config_error when the fraction
 /// is not in (0, 1) (NaN included) or leaves a part empty, data_error when d's features and labels
-/// disagree on the row count.
+/// (or float targets) disagree on the row count. Labels and float targets go with their rows.
 LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fraction, std::uint64_t seed);
 
 // Part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
@@ -100,11 +110,55 @@ LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features,
                       std::span<const std::int32_t>(labels.data(), labels.size()), classes);
 }
 
+LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::size_t row_size,
+                                          std::span<const float> targets, std::size_t target_size) {
+  const std::string where = "locus: make_dataset: ";
+  if (row_size == 0) throw data_error(where + "a row size of 0 (each row needs at least one feature)");
+  if (target_size == 0) throw data_error(where + "a target size of 0 (each row needs at least one target)");
+  if (features.empty()) throw data_error(where + "no rows (0 features): a dataset needs at least one row");
+  if (features.size() % row_size != 0)
+    throw data_error(where + std::to_string(features.size()) + " features are not a whole number of rows of " +
+                     std::to_string(row_size));
+  if (targets.size() % target_size != 0)
+    throw data_error(where + std::to_string(targets.size()) + " targets are not a whole number of rows of " +
+                     std::to_string(target_size));
+  const std::size_t rows = features.size() / row_size;
+  if (rows != targets.size() / target_size)
+    throw data_error(where + std::to_string(rows) + " rows of " + std::to_string(row_size) + " features but " +
+                     std::to_string(targets.size() / target_size) + " rows of " + std::to_string(target_size) +
+                     " targets");
+  const auto check = [&](std::span<const float> v, std::size_t width, const char* what) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw data_error(where + what + " " + std::to_string(i % width) + " of row " + std::to_string(i / width) +
+                         " is " + (std::isnan(v[i]) ? "NaN" : "infinite"));
+  };
+  check(features, row_size, "feature");
+  check(targets, target_size, "target");
+  return dataset{tensor<float, cpu, 2>(shape<2>{rows, row_size}, features), tensor<std::int32_t, cpu>(),
+                 tensor<float, cpu, 2>(shape<2>{rows, target_size}, targets)};
+}
+
+LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<float, cpu, 2>& targets) {
+  if (features.extent(0) != targets.extent(0))
+    throw data_error("locus: make_dataset: " + std::to_string(features.extent(0)) + " rows of features but " +
+                     std::to_string(targets.extent(0)) + " rows of targets");
+  return make_dataset(std::span<const float>(features.data(), features.size()), features.extent(1),
+                      std::span<const float>(targets.data(), targets.size()), targets.extent(1));
+}
+
 LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fraction, std::uint64_t seed) {
   const std::size_t rows = d.images.extent(0);
-  if (rows != d.labels.size())
+  const bool with_labels = d.labels.size() != 0, with_values = d.has_targets();
+  if (with_labels && rows != d.labels.size())
     throw data_error("locus: split: the dataset has " + std::to_string(rows) + " rows of features but " +
                      std::to_string(d.labels.size()) + " labels");
+  if (with_values && rows != d.targets.extent(0))
+    throw data_error("locus: split: the dataset has " + std::to_string(rows) + " rows of features but " +
+                     std::to_string(d.targets.extent(0)) + " rows of targets");
+  if (!with_labels && !with_values)
+    throw data_error("locus: split: the dataset has " + std::to_string(rows) + " rows of features and neither "
+                     "labels nor targets");
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     throw config_error("locus: split: the validation fraction must lie in (0, 1), not " +
                        detail::shortest(validation_fraction));
@@ -125,23 +179,22 @@ LOCUS_RUNTIME_INLINE split_parts split(const dataset& d, double validation_fract
   }
   std::vector<char> in_validation(rows, 0);
   for (std::size_t i = 0; i < take; ++i) in_validation[order[i]] = 1;
-  const std::size_t cols = d.images.extent(1);
-  const float* x = d.images.data();
-  const std::int32_t* y = d.labels.data();
-  std::vector<float> train_x, val_x;
-  std::vector<std::int32_t> train_y, val_y;
-  train_x.reserve((rows - take) * cols);
-  val_x.reserve(take * cols);
-  train_y.reserve(rows - take);
-  val_y.reserve(take);
-  for (std::size_t r = 0; r < rows; ++r) {
-    auto& fx = in_validation[r] ? val_x : train_x;
-    auto& fy = in_validation[r] ? val_y : train_y;
-    fx.insert(fx.end(), x + r * cols, x + (r + 1) * cols);
-    fy.push_back(y[r]);
-  }
-  return {dataset{tensor<float, cpu, 2>(shape<2>{rows - take, cols}, train_x), tensor<std::int32_t, cpu>(train_y)},
-          dataset{tensor<float, cpu, 2>(shape<2>{take, cols}, val_x), tensor<std::int32_t, cpu>(val_y)}};
+  // Each part's rows in d's order: features, labels and targets alike.
+  const auto part = [&](char validation, std::size_t count) {
+    const auto rows_of = [&]<class T>(const T* from, std::size_t width) {
+      std::vector<T> out;
+      out.reserve(count * width);
+      for (std::size_t r = 0; r < rows; ++r)
+        if (in_validation[r] == validation) out.insert(out.end(), from + r * width, from + (r + 1) * width);
+      return out;
+    };
+    const std::size_t cols = d.images.extent(1), k = with_values ? d.targets.extent(1) : 0;
+    dataset out{tensor<float, cpu, 2>(shape<2>{count, cols}, rows_of(d.images.data(), cols)), {}, {}};
+    if (with_labels) out.labels = tensor<std::int32_t, cpu>(rows_of(d.labels.data(), std::size_t(1)));
+    if (with_values) out.targets = tensor<float, cpu, 2>(shape<2>{count, k}, rows_of(d.targets.data(), k));
+    return out;
+  };
+  return {part(0, rows - take), part(1, take)};
 }
 #endif
 

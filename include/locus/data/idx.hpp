@@ -268,9 +268,15 @@ LOCUS_RUNTIME_INLINE idx_array read_idx(const std::string& path);
 
 /// Images scaled to [0, 1] as rows, and their labels.
 struct labelled_images {
-  tensor<float, cpu, 2> images;        ///< [n, rows * cols]
-  tensor<std::int32_t, cpu> labels;    ///< [n]
-  [[nodiscard]] std::size_t size() const { return labels.size(); }
+  tensor<float, cpu, 2> images;        ///< [n, rows * cols]: one example per row
+  tensor<std::int32_t, cpu> labels;    ///< [n]: each row's class (empty in a data set of float targets)
+  /// [n, k]: each row's float targets, for a model trained on them (regression: a loss such as
+  /// losses::mean_squared_error); empty in a data set of labels. data::make_dataset makes either.
+  tensor<float, cpu, 2> targets{};
+  /// The rows (examples).
+  [[nodiscard]] std::size_t size() const { return images.extent(0); }
+  /// True when the rows carry float targets rather than labels.
+  [[nodiscard]] bool has_targets() const { return targets.size() != 0; }
 };
 
 /// An images file and a labels file that must agree on the count.

@@ -42,21 +42,40 @@ struct shard {
   return {batch_first + replica * part, part};
 }
 
-/// The rows `order[first .. first+count)` of a data set, on device D. Gathered into tensors from
-/// the caching arena (no allocation per step): written in place on host-run devices, copied to GPUs.
+/// A batch's targets on device D: its rows' int32 labels (a classifier's) or their float targets
+/// [rows, k] (a model trained on float targets), as the data set holds them; the other is empty.
+/// A labels tensor converts to one (a policy or test that hands a replica labels of its own).
 template <device D>
-std::pair<tensor<float, D, 2>, tensor<std::int32_t, D>> gather(const labelled_images& data,
-                                                              const std::vector<std::uint32_t>& order,
-                                                              std::size_t first, std::size_t count) {
+struct targets {
+  tensor<std::int32_t, D> labels;
+  tensor<float, D, 2> values;
+  targets() = default;
+  targets(tensor<std::int32_t, D> l) : labels(std::move(l)) {}  // NOLINT(google-explicit-constructor)
+  targets(tensor<float, D, 2> v) : values(std::move(v)) {}      // NOLINT(google-explicit-constructor)
+  targets(tensor<std::int32_t, D> l, tensor<float, D, 2> v) : labels(std::move(l)), values(std::move(v)) {}
+};
+
+/// The rows `order[first .. first+count)` of a data set, on device D: their features and their
+/// targets (labels, float targets, or both where the data set has both). Gathered into tensors
+/// from the caching arena (no allocation per step): written in place on host-run devices, copied
+/// to GPUs.
+template <device D>
+std::pair<tensor<float, D, 2>, targets<D>> gather(const labelled_images& data, const std::vector<std::uint32_t>& order,
+                                                  std::size_t first, std::size_t count) {
   const std::size_t cols = data.images.extent(1);
+  const bool with_labels = data.labels.size() != 0, with_values = data.has_targets();
+  const std::size_t k = with_values ? data.targets.extent(1) : 0;
   // Devices whose memory the host reads and writes (the cpu, emulated GPUs) get the rows directly.
   using H = std::conditional_t<backend::runs_on_host<D>, D, cpu>;
   auto x = tensor<float, H, 2>::uninitialized_of(shape{count, cols});
-  auto y = tensor<std::int32_t, H>::uninitialized_of(shape{count});
+  auto y = with_labels ? tensor<std::int32_t, H>::uninitialized_of(shape{count}) : tensor<std::int32_t, H>();
+  auto t = with_values ? tensor<float, H, 2>::uninitialized_of(shape{count, k}) : tensor<float, H, 2>();
   const float* src = data.images.data();
   float* dst = x.data();
   std::int32_t* labels = y.data();
   const std::int32_t* all_labels = data.labels.data();
+  float* values = t.data();
+  const float* all_values = data.targets.data();
   // Rows at random places in a large array: the copy waits on memory, so the host's threads copy
   // rows side by side, each asking for a later row's first lines ahead of time.
   constexpr std::size_t ahead = 4;
@@ -70,15 +89,20 @@ std::pair<tensor<float, D, 2>, tensor<std::int32_t, D>> gather(const labelled_im
       }
       const std::size_t row = order[first + r];
       std::copy(src + row * cols, src + (row + 1) * cols, dst + r * cols);
-      labels[r] = all_labels[row];
+      if (with_labels) labels[r] = all_labels[row];
+      if (with_values) std::copy(all_values + row * k, all_values + (row + 1) * k, values + r * k);
     }
   };
   if (count * cols >= backend::serial_threshold)
     backend::parallel_ranges(count, copy_rows, std::max<std::size_t>(1, backend::serial_threshold / std::max<std::size_t>(cols, 1)));
   else
     copy_rows(0, count);
-  if constexpr (std::is_same_v<H, D>) return {std::move(x), std::move(y)};
-  else return {locus::to<D>(x), locus::to<D>(y)};
+  if constexpr (std::is_same_v<H, D>) {
+    return {std::move(x), targets<D>(std::move(y), std::move(t))};
+  } else {
+    return {locus::to<D>(x), targets<D>(with_labels ? locus::to<D>(y) : tensor<std::int32_t, D>(),
+                                        with_values ? locus::to<D>(t) : tensor<float, D, 2>())};
+  }
 }
 
 }  // namespace locus::data

@@ -64,13 +64,22 @@ struct communicator_of<P> {
   using type = typename P::communicator;
 };
 
-/// Images and labels agree in count; every label is a class of the model: in [0, classes) when
-/// the model says how many (classes()), else at least 0. Checked before anything is trained.
-/// (Here, not in data_parallel: one copy for every policy and device list.)
-LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes);
-/// fit's checks of its data: a batch of 1 to data.size() examples, images and labels that agree,
-/// labels in [0, classes).
-LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes);
+/// The data set holds what the model trains on, one per row: for a classifier (values false)
+/// labels, each a class of the model (in [0, classes) when the model says how many, classes(), else
+/// at least 0); for a model trained on float targets (values true) a row of them per example.
+/// Checked before anything is trained. (Here, not in data_parallel: one copy for every policy and
+/// device list.)
+LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes,
+                                         bool values = false);
+/// fit's checks of its data: a batch of 1 to data.size() examples, and check_labelled's.
+LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes,
+                                         bool values);
+/// fit_options::validation and on_epoch: for a policy whose replicas agree after every step; the
+/// validation set as fit's data (what the model trains on, not empty).
+LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const char* policy, bool policy_agrees,
+                                       std::int64_t classes, bool values);
+/// "epoch 1 (step 234): loss = 0.5213; validation loss = 0.4821, accuracy = 0.8312".
+LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e);
 /// fit_options::clip_norm: finite and not negative, and 0 unless the policy clips.
 LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips);
 /// fit's checks when it will write checkpoints to `path`: the policy writes them, the reader would
@@ -87,11 +96,35 @@ LOCUS_RUNTIME_INLINE bool check_restore(const checkpoint& c, const std::string& 
 
 // The checks: part of the run-time (config.hpp, LOCUS_SEPARATE_RUNTIME).
 #if LOCUS_RUNTIME_DEFINITIONS
-LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes) {
+LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std::size_t batch, std::int64_t classes,
+                                         bool values) {
   if (batch == 0 || batch > data.size())
     throw config_error("locus: fit: batch " + std::to_string(batch) + " for a data set of " +
                        std::to_string(data.size()) + " examples");
-  check_labelled("fit", data, classes);
+  check_labelled("fit", data, classes, values);
+}
+
+LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const char* policy, bool policy_agrees,
+                                       std::int64_t classes, bool values) {
+  if (!o.validation && !o.on_epoch) return;
+  if (!policy_agrees)
+    throw config_error(std::string("locus: fit: ") + policy + "'s replicas do not hold the same parameters at the end "
+                       "of an epoch: fit_options::validation and on_epoch are for policies that declare checkpoints "
+                       "(sync_average); call mean_loss or accuracy after fit");
+  if (o.validation) {
+    if (o.validation->size() == 0) throw config_error("locus: fit: the validation set is empty");
+    check_labelled("fit: validation", *o.validation, classes, values);
+  }
+}
+
+LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, "epoch %zu (step %zu): loss = %.4f", e.epoch + 1, e.step, e.loss);
+  if (!std::isnan(e.validation_loss) && n > 0 && std::size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - std::size_t(n), "; validation loss = %.4f", e.validation_loss);
+  if (!std::isnan(e.validation_accuracy) && n > 0 && std::size_t(n) < sizeof buf)
+    std::snprintf(buf + n, sizeof buf - std::size_t(n), ", accuracy = %.4f", e.validation_accuracy);
+  return buf;
 }
 
 LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips) {
@@ -118,7 +151,23 @@ LOCUS_RUNTIME_INLINE void check_checkpointing(const std::string& path, const cha
   if (rank == 0) checkpoint::check_writable(path);
 }
 
-LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes) {
+LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_images& data, std::int64_t classes,
+                                         bool values) {
+  const std::string where = std::string("locus: ") + what + ": ";
+  if (values) {
+    if (!data.has_targets())
+      throw data::data_error(where + "the model trains on float targets (regression) and the data set has none" +
+                             (data.labels.size() != 0 ? " (it has labels)" : "") +
+                             ": make it with make_dataset(features, row_size, targets, target_size)");
+    if (data.targets.extent(0) != data.images.extent(0))
+      throw shape_error(where + std::to_string(data.images.extent(0)) + " rows of features and " +
+                        std::to_string(data.targets.extent(0)) + " rows of targets");
+    return;
+  }
+  if (data.labels.size() == 0 && data.has_targets())
+    throw data::data_error(where + "the model is a classifier (int32 labels) and the data set has float targets: "
+                           "train a model of float targets (train::functional with losses::mean_squared_error, or "
+                           "a model declaring `using target_type = float;`)");
   if (data.images.extent(0) != data.labels.size())
     throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
                       std::to_string(data.labels.size()) + " labels");
@@ -204,10 +253,26 @@ double accuracy_of(const replica<H>& model, const data::labelled_images& data) {
     const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
     auto [x, y] = data::gather<H>(data, order, first, count);
     const auto pred = model.predict(x).to_vector();
-    const auto labels = y.to_vector();
+    const auto labels = y.labels.to_vector();
     for (std::size_t i = 0; i < count; ++i) correct += pred[i] == labels[i];
   }
   return double(correct) / double(data.size());
+}
+
+/// The mean loss of a replica in evaluation mode over a data set (checked, not empty), in batches
+/// of 1000 weighted by their rows.
+template <device H>
+double mean_loss_of(const replica<H>& model, const data::labelled_images& data) {
+  if (data.size() == 0) throw config_error("locus: mean_loss: the data set is empty");
+  std::vector<std::uint32_t> order(data.size());
+  std::iota(order.begin(), order.end(), 0u);
+  double total = 0;
+  for (std::size_t first = 0; first < data.size(); first += 1000) {
+    const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
+    auto [x, y] = data::gather<H>(data, order, first, count);
+    total += model.loss(x, y) * double(count);
+  }
+  return total / double(data.size());
 }
 }  // namespace detail
 
@@ -257,6 +322,7 @@ public:
                   "locus/train/optimizer.hpp; built in: sgd, adam, adamw)");
     if constexpr ((model_on<M, core_device_t<Ds>> && ...) && optimizer<Opt>) {
       if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
+      values_ = trains_on_values<M>;
       set_.emplace(model, opt);
     }
   }
@@ -279,9 +345,10 @@ public:
     fit_options o;
     std::size_t total = 0;
     dist::agree(comm, [&] {
-      detail::check_fit_data(data, options.batch, classes_);
+      detail::check_fit_data(data, options.batch, classes_, values_);
       o = detail::with_recipe(policy_, options);
       detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
+      detail::check_epochs(o, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_);
       detail::check_options(policy_, o, *set_);
       total = total_steps(data.size(), o);
       if (!o.checkpoint_path.empty())
@@ -293,9 +360,27 @@ public:
     fit_result result;
     seed_ = o.seed;
     if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
-    detail::reporter report(o, total, device_count, rank() == 0 || o.print_on_every_rank);
+    const bool prints = rank() == 0 || o.print_on_every_rank;
+    detail::reporter report(o, total, device_count, prints);
     report.resume_at(result.resumed_from);
     fit_context<set_type> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
+    if (o.validation || o.on_epoch) {
+      // Replica 0 holds every replica's parameters between steps (a policy with checkpoints).
+      c.epoch_done = [&](std::size_t epoch, std::size_t steps, double loss) {
+        epoch_summary e;
+        e.epoch = epoch;
+        e.step = steps;
+        e.loss = loss;
+        if (o.validation) {
+          const auto& home = set_->template replica<0>();
+          e.validation_loss = detail::mean_loss_of<home_device>(home, *o.validation);
+          if (!values_) e.validation_accuracy = detail::accuracy_of<home_device>(home, *o.validation);
+        }
+        result.history.push_back(e);
+        if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e));
+        return o.on_epoch && !o.on_epoch(e);
+      };
+    }
     if constexpr (detail::checkpoints_during_fit<Policy>) {
       c.after_step = [&](std::size_t steps) {
         steps_done_ = steps;
@@ -303,7 +388,11 @@ public:
       };
     }
     result.steps = result.resumed_from;
-    policy_.run(c);
+    try {
+      policy_.run(c);
+    } catch (const detail::stop_fit&) {
+      result.stopped_early = true;  // on_epoch: the fit ends after a whole step, as at its end
+    }
     steps_done_ = result.steps;
     // The last checkpoint, and across ranks what failed on one rank after the last exchange (its
     // on_step, its checkpoint): every rank ends the fit the same way, as an exchange ends it.
@@ -389,10 +478,22 @@ public:
     });
   }
 
-  /// Accuracy on a data set, evaluated on the first device in batches of 1000.
+  /// Accuracy on a data set, evaluated on the first device in batches of 1000. A model trained on
+  /// float targets has none (config_error: use mean_loss).
   [[nodiscard]] double accuracy(const data::labelled_images& data) const {
+    if (values_)
+      throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
+                         "use mean_loss(data)");
     detail::check_labelled("accuracy", data, classes_);
     return detail::accuracy_of<home_device>(set_->template replica<0>(), data);
+  }
+
+  /// The model's mean loss over a data set in evaluation mode (dropout off; the model's loss(p, x,
+  /// y), see model.hpp), on the first device in batches of 1000. Classifiers and models trained on
+  /// float targets alike; the data set is checked as fit checks it.
+  [[nodiscard]] double mean_loss(const data::labelled_images& data) const {
+    detail::check_labelled("mean_loss", data, classes_, values_);
+    return detail::mean_loss_of<home_device>(set_->template replica<0>(), data);
   }
 
   /// sync_average's exchange alone, on the flat buffers as they are: every buffer := the mean of
@@ -477,6 +578,7 @@ private:
         {"clip_norm (its float's bits)", std::bit_cast<std::uint32_t>(o.clip_norm)},
         {"warmup_steps", o.warmup_steps.value_or(0)},
         {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
+        {"epochs evaluated (validation or on_epoch given)", (o.validation || o.on_epoch) ? 1u : 0u},
     };
     if constexpr (requires { policy_.agreement(); })
       for (auto& [name, value] : policy_.agreement()) fields.emplace_back(std::string(Policy::name) + "." + name, value);
@@ -493,6 +595,7 @@ private:
   /// Labels must lie in [0, classes_): the model's classes() where it has one; else any int32 label
   /// of 0 or more (a bound no int32 reaches).
   std::int64_t classes_ = std::numeric_limits<std::int64_t>::max();
+  bool values_ = false;  ///< the model trains on float targets (M::target_type is float)
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit
 };

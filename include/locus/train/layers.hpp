@@ -399,6 +399,15 @@ public:
     return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward<0>(x, vars, c); });
   }
 
+  /// The mean loss of one batch in evaluation mode (no dropout; no gradient).
+  template <device D>
+  [[nodiscard]] tensor<float, D, 0> loss(const params<D>& p, const tensor<float, D, 2>& x,
+                                         const tensor<std::int32_t, D>& y) const {
+    detail::check_input(x.extent(1), inputs_, "sequential");
+    return ad::value_of([&](const auto& vars) { return softmax_cross_entropy(forward<0>(x, vars, pass{}), y); },
+                        p.tensors);
+  }
+
   template <device D>
   [[nodiscard]] tensor<std::int64_t, D> predict(const params<D>& p, const tensor<float, D, 2>& x) const {
     detail::check_input(x.extent(1), inputs_, "sequential");
@@ -516,14 +525,77 @@ struct softmax_cross_entropy_loss {
     return softmax_cross_entropy(std::forward<Z>(logits), labels);
   }
 };
+
+/// The model's output (a var or an expression of vars) evaluated, checked against the targets'
+/// shape (the float-target losses compare them element by element).
+template <class Z, class T>
+auto output_like(const char* loss, Z&& out, const T& targets) {
+  auto z = ad::evaluate(std::forward<Z>(out));
+  if (!(z.value().shape() == targets.shape()))
+    throw shape_error(std::string("locus: ") + loss + ": outputs " + z.value().shape().str() + " and targets " +
+                      targets.shape().str() + " differ in shape");
+  return z;
+}
+
+struct mean_squared_error_loss {
+  using target_type = float;
+  template <class Z, class T>
+  auto operator()(Z&& out, const T& targets) const {
+    auto z = output_like("mean_squared_error", std::forward<Z>(out), targets);
+    return ad::mean((z - targets) * (z - targets));
+  }
+};
+
+struct binary_cross_entropy_loss {
+  using target_type = float;
+  template <class Z, class T>
+  auto operator()(Z&& logits, const T& targets) const {
+    auto z = output_like("binary_cross_entropy", std::forward<Z>(logits), targets);
+    // -t log s(z) - (1 - t) log(1 - s(z)) = max(z, 0) - z t + log(1 + exp(-|z|)): no overflow for
+    // any z. At z = 0 both kinks take their right derivative (max's tie goes to z, |z|' = 1): 1 -
+    // t - 1/2, the true s(0) - t.
+    return ad::mean(locus::max(z, 0.f) - z * targets + locus::log(1.f + locus::exp(-locus::abs(z))));
+  }
+};
+
+template <class F>
+struct float_target_loss : F {
+  using target_type = float;
+};
+
+/// The targets a functional model's loss takes: Loss::target_type (float for the losses of float
+/// targets), else int32 labels.
+template <class L>
+struct loss_targets {
+  using type = std::int32_t;
+};
+template <class L>
+  requires requires { typename L::target_type; }
+struct loss_targets<L> {
+  using type = typename L::target_type;
+};
 }  // namespace detail
 
-/// Losses for train::functional: a function of (model output, labels), or of (model output,
-/// labels, parameters) for terms that read the parameters (weight decay), returning a rank-0
-/// differentiable value (mean or sum it).
+/// Losses for train::functional: a function of (model output, targets), or of (model output,
+/// targets, parameters) for terms that read the parameters (weight decay), returning a rank-0
+/// differentiable value (mean or sum it). The targets are int32 labels (a tensor<std::int32_t, D>)
+/// unless the loss declares `using target_type = float;` (the two below, or any function wrapped
+/// by losses::regression): then float targets [rows, k] (a tensor<float, D, 2>), and the model
+/// trains on data sets of float targets (data::make_dataset(features, row_size, targets, k)).
 namespace losses {
 /// The mean softmax cross-entropy of logits [rows, classes] against int32 labels: the default.
 inline constexpr detail::softmax_cross_entropy_loss softmax_cross_entropy{};
+/// The mean of (output - target)^2 over every element; outputs and targets of the same shape.
+inline constexpr detail::mean_squared_error_loss mean_squared_error{};
+/// The mean binary cross-entropy of logits z against targets t in [0, 1], element by element
+/// (-t log sigmoid(z) - (1 - t) log(1 - sigmoid(z)), computed without overflow).
+inline constexpr detail::binary_cross_entropy_loss binary_cross_entropy{};
+/// A loss function of (output, float targets[, params]) of your own:
+/// `losses::regression([](const auto& z, const auto& t) { return ad::mean(abs(z - t)); })`.
+template <class F>
+[[nodiscard]] detail::float_target_loss<F> regression(F f) {
+  return {std::move(f)};
+}
 }  // namespace losses
 
 template <class Inits, class Forward, class Loss = detail::softmax_cross_entropy_loss>
@@ -534,14 +606,20 @@ class functional;
 /// is `(params, x)` or `(params, x, const pass&)`: with the pass it may use dropout
 /// (`nn::dropout(rate)(h, s.site(k))`, a distinct site k for each); it is called with the
 /// parameters as ad::vars when training and as tensors (and a pass that is not training) when
-/// predicting. The loss is `(output, labels)` or `(output, labels, params)` (as vars), rank 0;
-/// softmax cross-entropy by default. predict() is the row-wise argmax of the output.
+/// predicting. The loss is `(output, targets)` or `(output, targets, params)` (as vars), rank 0;
+/// softmax cross-entropy by default (see losses). A classifier's predict() is the row-wise argmax
+/// of the output; output() is the output itself (a regression's prediction).
 template <class... I, class Forward, class Loss>
 class functional<parameters<I...>, Forward, Loss> {
 public:
   using value_type = float;
+  /// int32 labels, or float for a loss of float targets (train::trains_on_values).
+  using target_type = typename detail::loss_targets<Loss>::type;
   template <device D>
   using params = parameter_tuple<std::tuple<tensor<float, D, I::rank>...>>;
+  /// What loss_and_grad takes as y: labels [rows], or float targets [rows, k].
+  template <device D>
+  using targets = std::conditional_t<std::is_same_v<target_type, float>, tensor<float, D, 2>, tensor<std::int32_t, D>>;
 
   functional(parameters<I...> inits, Forward forward, std::uint64_t seed = 1)
     requires std::is_default_constructible_v<Loss>
@@ -560,21 +638,35 @@ public:
   /// The loss and gradient of one batch; dropout draws its masks from the model's own count of
   /// calls (shared by its copies).
   template <device D>
-  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) const {
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y) const {
     return loss_and_grad(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
   }
   /// The same with the random stream given (data_parallel's replicas pass theirs).
   template <device D>
-  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
+  [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y,
                                    std::uint64_t stream) const {
     const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     return detail::model_loss_and_grad(
         p, [&](const auto& vars) { return loss_of(forward_of(vars, x, c), y, vars); });
   }
 
+  /// The mean loss of one batch in evaluation mode (no dropout; no gradient).
   template <device D>
+  [[nodiscard]] tensor<float, D, 0> loss(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y) const {
+    return ad::value_of([&](const auto& vars) { return loss_of(forward_of(vars, x, pass{}), y, vars); }, p.tensors);
+  }
+
+  /// The class of each row: the row-wise argmax of the output (a classifier's).
+  template <device D>
+    requires(!std::is_same_v<target_type, float>)
   [[nodiscard]] tensor<std::int64_t, D> predict(const params<D>& p, const tensor<float, D, 2>& x) const {
     return on<D>(argmax<1>(forward_of(p.tensors, x, pass{})));
+  }
+
+  /// The forward function's output for x (no dropout): a regression's predictions.
+  template <device D>
+  [[nodiscard]] auto output(const params<D>& p, const tensor<float, D, 2>& x) const {
+    return on<D>(forward_of(p.tensors, x, pass{}));
   }
 
 private:

@@ -11,12 +11,18 @@
 //   m.template init<D>()              -> params<D> from the model's initialiser
 //   m.loss_and_grad(p, x, y)          -> s with s.loss (tensor<float, D, 0>: the batch's mean loss)
 //                                     and s.grad (params<D>: the gradient of s.loss)
-//   m.predict(p, x)                   -> tensor<std::int64_t, D>: the class of each row
+//   m.predict(p, x)                   -> tensor<std::int64_t, D>: the class of each row (a classifier)
 // where x is a tensor<float, D, 2> (a batch, one example per row) and y a tensor<std::int32_t, D>
-// (their labels). The policies see the parameters as one flat vector, the concatenation of the
+// (their labels), or, for a model that declares `using target_type = float;` (regression), a
+// tensor<float, D, 2> of float targets [rows, k] (such a model needs no predict). Optional:
+//   m.loss(p, x, y)                   -> tensor<float, D, 0>: the mean loss in evaluation mode (no
+//                                     dropout), for data_parallel::mean_loss and the validation of
+//                                     fit; without it the loss of loss_and_grad(p, x, y) is used,
+//                                     for models whose loss_and_grad takes no random stream. The policies see the parameters as one flat vector, the concatenation of the
 // tensors in for_each order: that is what is averaged, updated, copied between devices and saved.
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
+#include <locus/data/sampler.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
@@ -102,6 +108,16 @@ void probe_for_each(P& p) {
 }
 }  // namespace detail
 
+/// M is trained on float targets (regression): it declares `using target_type = float;`. Other
+/// models are classifiers, trained on int32 labels.
+template <class M>
+concept trains_on_values = requires { typename M::target_type; } && std::same_as<typename M::target_type, float>;
+
+/// What M's loss_and_grad takes as y on device D: tensor<float, D, 2> (float targets [rows, k])
+/// for a model trained on them, tensor<std::int32_t, D> (labels) for a classifier.
+template <class M, class D>
+using targets_of = std::conditional_t<trains_on_values<M>, tensor<float, D, 2>, tensor<std::int32_t, D>>;
+
 /// A model's parameters on one device: for_each visits every tensor, mutably or not.
 template <class P>
 concept parameter_set = requires(P& p, const P& cp, detail::any_view_sink f) {
@@ -116,22 +132,33 @@ template <class M, class D>
 concept model_on =
     device<D> && std::same_as<typename M::value_type, float> && parameter_set<typename M::template params<D>> &&
     requires(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
-             const tensor<std::int32_t, D>& y) {
+             const targets_of<M, D>& y) {
       { m.template init<D>() } -> std::same_as<typename M::template params<D>>;
       requires std::same_as<std::remove_cvref_t<decltype(m.loss_and_grad(p, x, y).loss)>, tensor<float, D, 0>>;
       requires std::same_as<std::remove_cvref_t<decltype(m.loss_and_grad(p, x, y).grad)>,
                             typename M::template params<D>>;
-      { m.predict(p, x) } -> std::same_as<tensor<std::int64_t, D>>;
+      requires trains_on_values<M> || requires {
+        { m.predict(p, x) } -> std::same_as<tensor<std::int64_t, D>>;
+      };
     };
 
 namespace detail {
+template <class M>
+concept unknown_target_type = requires { typename M::target_type; } &&
+                              !std::same_as<typename M::target_type, float> &&
+                              !std::same_as<typename M::target_type, std::int32_t>;
+
 /// One static_assert per requirement of model_on<M, D>, the first one M misses; then what for_each
 /// passes (probe_for_each). True when M meets them all.
 template <class M, class D>
 constexpr bool check_model() {
   using X = tensor<float, D, 2>;
-  using Y = tensor<std::int32_t, D>;
-  if constexpr (!requires { typename M::value_type; }) {
+  using Y = targets_of<M, D>;
+  if constexpr (unknown_target_type<M>) {
+    static_assert(model_false<M>, "locus: model: M::target_type must be float (a model trained on float targets) "
+                                  "or std::int32_t (a classifier, the default)");
+    return false;
+  } else if constexpr (!requires { typename M::value_type; }) {
     static_assert(model_false<M>, "locus: model: M::value_type is missing; it must be float");
     return false;
   } else if constexpr (!std::same_as<typename M::value_type, float>) {
@@ -155,8 +182,14 @@ constexpr bool check_model() {
       static_assert(model_false<M>, "locus: model: m.init<D>() must return params<D> (by value)");
       return false;
     } else if constexpr (!requires(const M& m, const P& p, const X& x, const Y& y) { m.loss_and_grad(p, x, y); }) {
-      static_assert(model_false<M>, "locus: model: m.loss_and_grad(p, x, y) must be callable (const) with a const "
-                                    "params<D>&, x a tensor<float, D, 2> and y a tensor<std::int32_t, D>");
+      if constexpr (trains_on_values<M>)
+        static_assert(model_false<M>, "locus: model: m.loss_and_grad(p, x, y) must be callable (const) with a const "
+                                      "params<D>&, x a tensor<float, D, 2> and y a tensor<float, D, 2> (the float "
+                                      "targets: M::target_type is float)");
+      else
+        static_assert(model_false<M>, "locus: model: m.loss_and_grad(p, x, y) must be callable (const) with a const "
+                                      "params<D>&, x a tensor<float, D, 2> and y a tensor<std::int32_t, D> (labels; "
+                                      "a model trained on float targets declares `using target_type = float;`)");
       return false;
     } else {
       using S = decltype(std::declval<const M&>().loss_and_grad(std::declval<const P&>(), std::declval<const X&>(),
@@ -171,6 +204,9 @@ constexpr bool check_model() {
         static_assert(model_false<M>, "locus: model: loss_and_grad(p, x, y).grad must be a params<D> (the gradient, "
                                       "the same type as the parameters)");
         return false;
+      } else if constexpr (trains_on_values<M>) {
+        (void)&probe_for_each<P, D>;
+        return model_on<M, D>;
       } else if constexpr (!requires(const M& m, const P& p, const X& x) { m.predict(p, x); }) {
         static_assert(model_false<M>, "locus: model: m.predict(p, x) must be callable (const) with a const "
                                       "params<D>& and x a tensor<float, D, 2>");
@@ -207,8 +243,11 @@ public:
   [[nodiscard]] const std::vector<std::vector<std::uint64_t>>& shapes() const noexcept { return shapes_; }
   /// The number of parameters (all tensors together).
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// The mean loss on (x, y); its gradient is kept, see gradients().
-  virtual double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) = 0;
+  /// The mean loss on (x, y), y the rows' labels or float targets (whichever the model trains on);
+  /// its gradient is kept, see gradients().
+  virtual double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) = 0;
+  /// The mean loss on (x, y) in evaluation mode (no dropout; nothing kept, no random stream drawn).
+  [[nodiscard]] virtual double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const = 0;
   /// The gradient of the last loss_and_grad, one view per parameter tensor.
   [[nodiscard]] const std::vector<tensor_view<const float, D, 1>>& gradients() const noexcept { return grads_; }
   /// Copies the last gradient into one flat buffer of size() elements (what is averaged or sent).
@@ -219,6 +258,7 @@ public:
                         " parameters, or no gradient yet");
     pack(grads_, flat);
   }
+  /// The class of each row of x (a classifier; a model trained on float targets throws config_error).
   [[nodiscard]] virtual tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const = 0;
 
   /// The loss_and_grad calls this replica has made: with its index among all replicas, the random
@@ -267,14 +307,19 @@ public:
   [[nodiscard]] const std::vector<flat_tensor>& tensors() const noexcept { return tensors_; }
 
   /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`).
-  LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y, std::uint64_t stream,
+  LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const data::targets<C>& y, std::uint64_t stream,
                                  std::vector<flat_tensor>& flat);
+
+  /// The loss of (x, y) in evaluation mode.
+  LOCUS_NOINLINE double loss(const tensor<float, C, 2>& x, const data::targets<C>& y) const;
 
   /// The class of each row of x.
   LOCUS_NOINLINE tensor<std::int64_t, C> predict(const tensor<float, C, 2>& x) const;
 
 private:
   explicit model_core(std::shared_ptr<const M> m);
+  /// y's labels or float targets, whichever M trains on (data_error when the batch lacks them).
+  static const targets_of<M, C>& targets_for(const data::targets<C>& y);
 
   std::shared_ptr<const M> model_;
   std::optional<params_type> p_;
@@ -299,8 +344,24 @@ model_core<M, C>::model_core(std::shared_ptr<const M> m) : model_(std::move(m)) 
 }
 
 template <class M, device C>
-double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const tensor<std::int32_t, C>& y, std::uint64_t stream,
+const targets_of<M, C>& model_core<M, C>::targets_for(const data::targets<C>& y) {
+  if constexpr (trains_on_values<M>) {
+    if (y.values.size() == 0)
+      throw data::data_error("locus: the model trains on float targets (M::target_type is float) and the batch has "
+                             "none: make the data set with make_dataset(features, row_size, targets, target_size)");
+    return y.values;
+  } else {
+    if (y.labels.size() == 0)
+      throw data::data_error("locus: the model is a classifier (int32 labels) and the batch has no labels: a model "
+                             "trained on float targets declares `using target_type = float;`");
+    return y.labels;
+  }
+}
+
+template <class M, device C>
+double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const data::targets<C>& targets, std::uint64_t stream,
                                   std::vector<flat_tensor>& flat) {
+  const auto& y = targets_for(targets);
   auto s = [&] {
     if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
       return model_->loss_and_grad(*p_, x, y, stream);
@@ -316,8 +377,27 @@ double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const tensor<std
 }
 
 template <class M, device C>
+double model_core<M, C>::loss(const tensor<float, C, 2>& x, const data::targets<C>& targets) const {
+  const auto& y = targets_for(targets);
+  if constexpr (requires { model_->loss(*p_, x, y); }) {
+    return double(model_->loss(*p_, x, y).item());
+  } else if constexpr (!requires { model_->loss_and_grad(*p_, x, y, std::uint64_t{}); }) {
+    return double(model_->loss_and_grad(*p_, x, y).loss.item());  // no random stream: the same value
+  } else {
+    throw config_error("locus: mean_loss: the model's loss_and_grad takes a random stream (dropout) and the model "
+                       "has no loss(p, x, y) for evaluation mode");
+  }
+}
+
+template <class M, device C>
 tensor<std::int64_t, C> model_core<M, C>::predict(const tensor<float, C, 2>& x) const {
-  return model_->predict(*p_, x);
+  if constexpr (trains_on_values<M>) {
+    (void)x;
+    throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
+                       "use mean_loss(data)");
+  } else {
+    return model_->predict(*p_, x);
+  }
 }
 
 /// The checks of a gradient's tensors against the parameters' sizes.
@@ -358,17 +438,21 @@ public:
     }
   }
 
-  double loss_and_grad(const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y) override {
+  double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) override {
     this->grads_.clear();
     const device_scope scope(id_of<D>);
     std::vector<detail::flat_tensor> flat;
-    const double loss =
-        core_->gradient(locus::detail::borrow<C>(x), locus::detail::borrow<C>(y), this->next_stream(), flat);
+    const double loss = core_->gradient(locus::detail::borrow<C>(x), borrow(y), this->next_stream(), flat);
     detail::check_gradient_sizes(flat, sizes_);
     std::vector<tensor_view<const float, D, 1>> views;
     for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});
     this->grads_ = std::move(views);
     return loss;
+  }
+
+  [[nodiscard]] double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const override {
+    const device_scope scope(id_of<D>);
+    return core_->loss(locus::detail::borrow<C>(x), borrow(y));
   }
 
   [[nodiscard]] tensor<std::int64_t, D> predict(const tensor<float, D, 2>& x) const override {
@@ -377,6 +461,10 @@ public:
   }
 
 private:
+  static data::targets<C> borrow(const data::targets<D>& y) {
+    return {locus::detail::borrow<C>(y.labels), locus::detail::borrow<C>(y.values)};
+  }
+
   static std::unique_ptr<core, void (*)(core*) noexcept> make(std::shared_ptr<const M> model) {
     const device_scope scope(id_of<D>);
     return {core::make(std::move(model)), &core::destroy};

@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+namespace locus::data {
+struct labelled_images;
+}
+
 namespace locus::train {
 
 struct progress {
@@ -26,6 +30,18 @@ struct progress {
   /// The L2 norm of the step's averaged gradient over every parameter, replica and rank, before
   /// clipping (with fit_options::clip_norm > 0; otherwise 0).
   double grad_norm = 0;
+};
+
+/// The end of an epoch (or of the fit, at its last step): fit_result::history and
+/// fit_options::on_epoch.
+struct epoch_summary {
+  std::size_t epoch = 0;   ///< counted from 0, as progress::epoch (the lines print it from 1)
+  std::size_t step = 0;    ///< the steps done at its end (resumed ones included)
+  double loss = 0;         ///< the mean loss of its steps applied in this fit (NaN: none)
+  /// fit_options::validation's mean loss in evaluation mode and, for a classifier, its accuracy
+  /// (NaN without a validation set; the accuracy NaN for a model of float targets).
+  double validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double validation_accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The one-line progress bar on standard error: always, never, or when standard error is a terminal.
@@ -76,6 +92,16 @@ struct fit_options {
   std::size_t checkpoint_every = 0;
   /// Called after every step applied (or skipped), with its progress entry.
   std::function<void(const progress&)> on_step;
+  /// Evaluated at the end of every epoch (and at the fit's last step): its mean loss and, for a
+  /// classifier, accuracy, in epoch_summary, fit_result::history and an "epoch N: ..." line. Not
+  /// copied: it must outlive the fit. Policies whose replicas agree after every step
+  /// (`checkpoints`: sync_average).
+  const data::labelled_images* validation = nullptr;
+  /// Called at the end of every epoch (and at the fit's last step) with its summary; returning
+  /// false stops the fit there (fit_result::stopped_early; the checkpoint is written as at the
+  /// end). Across MPI ranks every rank's is called and rank 0's answer decides. Policies as for
+  /// validation.
+  std::function<bool(const epoch_summary&)> on_epoch;
   /// Across processes (an MPI communicator): rank 0 alone prints its progress lines and draws the
   /// bar, unless this is set (every rank's curve and on_step are kept and called either way).
   bool print_on_every_rank = false;
@@ -94,6 +120,9 @@ struct fit_result {
   std::size_t steps = 0;          ///< the run's steps done (applied or skipped) at the end, resumed ones included
   std::size_t skipped = 0;        ///< steps dropped under non_finite::skip_step
   bool stopped = false;           ///< stopped by non_finite::stop
+  bool stopped_early = false;     ///< stopped by on_epoch
+  /// One entry per epoch ended in this fit, when fit_options::validation or on_epoch is given.
+  std::vector<epoch_summary> history;
   [[nodiscard]] double examples_per_sec() const { return seconds > 0 ? double(examples) / seconds : 0; }
 };
 

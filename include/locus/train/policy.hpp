@@ -30,15 +30,23 @@
 #include <locus/train/report.hpp>
 #include <locus/train/schedule.hpp>
 
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 namespace locus::train {
+
+namespace detail {
+/// Thrown by fit_context::step_done when on_epoch ends the fit; fit catches it (a policy lets it
+/// pass, as any exception from step_done).
+struct stop_fit {};
+}  // namespace detail
 
 /// What a policy's run() works with: the replicas, the data, the options (warmup and schedule
 /// filled in), the run's length, and where each step is reported.
@@ -65,24 +73,57 @@ struct fit_context {
   [[nodiscard]] float lr(std::size_t step) const {
     return scheduled_lr(replicas.optimizer().lr, options, step, total_steps);
   }
+  /// Set by fit when it evaluates epochs (fit_options::validation, on_epoch): called at the end of
+  /// each (and at the last step) with the epoch, the steps done and its mean loss; true stops the
+  /// fit.
+  std::function<bool(std::size_t epoch, std::size_t steps, double loss)> epoch_done{};
+
   /// Records step `step` (1-based: the steps done) of `epoch` with its loss (and the gradient's
   /// norm before clipping, when the policy clips): a checkpoint when one is due (applied steps
-  /// only), then the curve, the progress line and bar, and on_step.
+  /// only), then the curve, the progress line and bar, and on_step; at the end of an epoch its
+  /// evaluation, which may end the fit (detail::stop_fit, caught by fit).
   void step_done(std::size_t step, std::size_t epoch, double loss, bool applied = true, double grad_norm = 0) {
     result.steps = step;
+    if (applied && std::isfinite(loss)) {
+      epoch_loss_ += loss;
+      ++epoch_steps_;
+    }
+    const std::size_t per_epoch = options.batch == 0 ? 0 : data.size() / options.batch;
+    const bool epoch_end = epoch_done && (step == total_steps || (per_epoch != 0 && step % per_epoch == 0));
+    const auto end_epoch = [&] {
+      const double mean = epoch_steps_ != 0 ? epoch_loss_ / double(epoch_steps_) : std::numeric_limits<double>::quiet_NaN();
+      epoch_loss_ = 0;
+      epoch_steps_ = 0;
+      return epoch_done(epoch, step, mean);
+    };
     if constexpr (!Set::communicator_type::spans_processes) {
       if (applied && after_step) after_step(step);
       report(result, step, epoch, loss, grad_norm);
+      if (epoch_end && end_epoch()) throw detail::stop_fit{};
     } else {
-      if (!failure.empty()) return;  // the run ends at the next exchange
-      try {
-        if (applied && after_step) after_step(step);
-        report(result, step, epoch, loss, grad_norm);
-      } catch (...) {
-        failure = dist::describe(std::current_exception());
+      bool stop = false;
+      if (failure.empty()) {  // else the run ends at the next exchange
+        try {
+          if (applied && after_step) after_step(step);
+          report(result, step, epoch, loss, grad_norm);
+          if (epoch_end) stop = end_epoch();
+        } catch (...) {
+          failure = dist::describe(std::current_exception());
+        }
+      }
+      // Every rank ends the epoch here (the ranks agreed that they evaluate epochs): rank 0's
+      // answer, whatever happened on this one.
+      if (epoch_end) {
+        float decision = stop ? 1.f : 0.f;
+        replicas.comm().broadcast_host(&decision, 1);
+        if (decision > 0.f) throw detail::stop_fit{};
       }
     }
   }
+
+  // step_done's count of the epoch's losses (fit's bookkeeping, not for policies).
+  double epoch_loss_ = 0;
+  std::size_t epoch_steps_ = 0;
 };
 
 namespace detail {
