@@ -872,5 +872,8 @@ TEST_CASE("validation and on_epoch: refused for policies whose replicas differ, 
   o.validation = &wide;
   CHECK(error_of([&] { (void)s.fit(data, o); }).find("label 0 is 7, outside the model's classes [0, 4)") !=
         std::string::npos);
+  const auto narrow = data::make_dataset(std::vector<float>(30, 0.5f), 15, std::vector<std::int32_t>{1, 2}, 4);
+  o.validation = &narrow;
+  CHECK(error_of([&] { (void)s.fit(data, o); }) == "locus: fit: validation rows of 15 features, the data's of 16");
   CHECK(s.parameters() == data_parallel<sync_average, cpu>{model, sgd{0.1f}}.parameters());
 }

@@ -76,8 +76,8 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
                                          bool values);
 /// fit_options::validation and on_epoch: for a policy whose replicas agree after every step; the
 /// validation set as fit's data (what the model trains on, not empty).
-LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const char* policy, bool policy_agrees,
-                                       std::int64_t classes, bool values);
+LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
+                                       bool policy_agrees, std::int64_t classes, bool values);
 /// "epoch 1 (step 234): loss = 0.5213; validation loss = 0.4821, accuracy = 0.8312".
 LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e);
 /// fit_options::clip_norm: finite and not negative, and 0 unless the policy clips.
@@ -104,16 +104,24 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
   check_labelled("fit", data, classes, values);
 }
 
-LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const char* policy, bool policy_agrees,
-                                       std::int64_t classes, bool values) {
+LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
+                                       bool policy_agrees, std::int64_t classes, bool values) {
   if (!o.validation && !o.on_epoch) return;
   if (!policy_agrees)
     throw config_error(std::string("locus: fit: ") + policy + "'s replicas do not hold the same parameters at the end "
                        "of an epoch: fit_options::validation and on_epoch are for policies that declare checkpoints "
                        "(sync_average); call mean_loss or accuracy after fit");
   if (o.validation) {
-    if (o.validation->size() == 0) throw config_error("locus: fit: the validation set is empty");
-    check_labelled("fit: validation", *o.validation, classes, values);
+    const auto& v = *o.validation;
+    if (v.size() == 0) throw config_error("locus: fit: the validation set is empty");
+    check_labelled("fit: validation", v, classes, values);
+    // The same model reads both: rows of the same width, targets of the same width.
+    if (v.images.extent(1) != data.images.extent(1))
+      throw shape_error("locus: fit: validation rows of " + std::to_string(v.images.extent(1)) +
+                        " features, the data's of " + std::to_string(data.images.extent(1)));
+    if (values && v.targets.extent(1) != data.targets.extent(1))
+      throw shape_error("locus: fit: validation rows of " + std::to_string(v.targets.extent(1)) +
+                        " targets, the data's of " + std::to_string(data.targets.extent(1)));
   }
 }
 
@@ -348,7 +356,7 @@ public:
       detail::check_fit_data(data, options.batch, classes_, values_);
       o = detail::with_recipe(policy_, options);
       detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
-      detail::check_epochs(o, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_);
+      detail::check_epochs(o, data, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_);
       detail::check_options(policy_, o, *set_);
       total = total_steps(data.size(), o);
       if (!o.checkpoint_path.empty())
