@@ -762,6 +762,20 @@ TEST_CASE("save_parameters and load_parameters: a model's parameters alone, on a
 
 // ---- per-epoch validation and on_epoch (issue 30, part 5) ----
 
+namespace {
+/// Softmax regression whose loss_and_grad takes a random stream (as dropout's do) and which has no
+/// loss(p, x, y): it cannot be evaluated.
+struct streaming : softmax_regression<float> {
+  using softmax_regression<float>::softmax_regression;
+  using softmax_regression<float>::loss_and_grad;
+  template <device D>
+  auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const tensor<std::int32_t, D>& y,
+                     std::uint64_t) const {
+    return softmax_regression<float>::loss_and_grad(p, x, y);
+  }
+};
+}  // namespace
+
 TEST_CASE("validation each epoch: history, lines, and the training run unchanged", "[train][checkpoint]") {
   const auto data = synthetic(640, 8), val = synthetic(250, 9);
   // Dropout: the evaluation must draw nothing, or the masks after it would differ.
@@ -834,6 +848,19 @@ TEST_CASE("on_epoch stops the fit at the end of an epoch, and a resumed fit ends
   CHECK(r2.resumed_from == 16);
   CHECK(r2.steps == 32);
   CHECK_FALSE(r2.stopped_early);
+  // Asked to stop at the last step: the run is whole, not stopped early.
+  o.checkpoint_path.clear();
+  o.on_epoch = [](const epoch_summary& e) { return e.epoch < 3; };
+  data_parallel<sync_average, cpu> last{model, sgd{0.1f, 0.9f}};
+  const auto rl = last.fit(data, o);
+  CHECK(rl.steps == 32);
+  CHECK_FALSE(rl.stopped_early);
+  // mean_loss from on_epoch (the fit's own thread, between two steps) equals the summary's.
+  o.on_epoch = [&](const epoch_summary& e) {
+    CHECK(last.mean_loss(val) == e.validation_loss);
+    return true;
+  };
+  (void)last.fit(data, o);
   CHECK(second.parameters() == whole.parameters());
   std::remove(path.c_str());
   // A callback that throws: its exception reaches the caller.
@@ -872,8 +899,29 @@ TEST_CASE("validation and on_epoch: refused for policies whose replicas differ, 
   o.validation = &wide;
   CHECK(error_of([&] { (void)s.fit(data, o); }).find("label 0 is 7, outside the model's classes [0, 4)") !=
         std::string::npos);
+  // A model whose loss_and_grad draws a random stream and has no loss(p, x, y) cannot be evaluated:
+  // refused before the first step, and by mean_loss.
+  data_parallel<sync_average, cpu> drawing{streaming(16, 4), sgd{0.1f}};
+  o.validation = &val;
+  CHECK(error_of([&] { (void)drawing.fit(data, o); }) ==
+        "locus: fit: validation: the model's loss_and_grad takes a random stream (dropout) and the model has no "
+        "loss(p, x, y) for evaluation mode");
+  CHECK(drawing.parameters() == s.parameters());
+  CHECK(error_of([&] { (void)drawing.mean_loss(val); }).find("locus: mean_loss: the model's loss_and_grad takes") == 0);
   const auto narrow = data::make_dataset(std::vector<float>(30, 0.5f), 15, std::vector<std::int32_t>{1, 2}, 4);
   o.validation = &narrow;
   CHECK(error_of([&] { (void)s.fit(data, o); }) == "locus: fit: validation rows of 15 features, the data's of 16");
   CHECK(s.parameters() == data_parallel<sync_average, cpu>{model, sgd{0.1f}}.parameters());
+}
+
+TEST_CASE("the epoch line names a validation loss that is NaN, and leaves out what was not measured",
+          "[train][checkpoint]") {
+  epoch_summary e;
+  e.epoch = 1;
+  e.step = 20;
+  e.loss = 0.5;
+  CHECK(train::detail::epoch_line(e, false, true) == "epoch 2 (step 20): loss = 0.5000");
+  CHECK(train::detail::epoch_line(e, true, true) == "epoch 2 (step 20): loss = 0.5000; validation loss = nan, accuracy = nan");
+  e.validation_loss = 0.25;
+  CHECK(train::detail::epoch_line(e, true, false) == "epoch 2 (step 20): loss = 0.5000; validation loss = 0.2500");
 }

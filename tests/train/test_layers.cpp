@@ -385,6 +385,11 @@ data::dataset linear_targets(std::size_t n, std::uint64_t seed, float noise) {
   return data::make_dataset(x.to_vector(), 8, t, 2);
 }
 
+/// The mean absolute error, a final class (losses::regression wraps it, cannot derive from it).
+struct mean_absolute_error final {
+  auto operator()(const auto& z, const auto& t) const { return mean(abs(z - t)); }
+};
+
 /// A linear model of 8 features and 2 outputs on float targets, with the loss given.
 template <class Loss>
 auto linear_regression(Loss loss) {
@@ -431,6 +436,16 @@ TEMPLATE_LIST_TEST_CASE("losses of float targets: values and gradients of their 
   CHECK(locus_test::error_of([&] {
           (void)ad::value_and_grad([&](const auto& v) { return losses::mean_squared_error(v, narrow); }, z);
         }) == "locus: mean_squared_error: outputs [5, 2] and targets [5, 1] differ in shape");
+  // Binary cross-entropy's targets are probabilities: above 1 the loss has no lower bound (training
+  // would drive the logits to infinity), so a batch with one outside [0, 1], or NaN, is refused.
+  for (const T bad : {T(1.5), T(-0.25), std::numeric_limits<T>::quiet_NaN()}) {
+    auto tv = ts;
+    tv[3] = bad;
+    const tensor<T, D, 2> outside = to<D>(tensor<T, cpu, 2>(shape{5, 2}, tv));
+    CHECK(locus_test::error_of([&] {
+            (void)ad::value_and_grad([&](const auto& v) { return losses::binary_cross_entropy(v, outside); }, z);
+          }) == "locus: binary_cross_entropy: 1 target(s) of the batch outside [0, 1] (or NaN): they are probabilities");
+  }
 }
 
 TEST_CASE("a regression on the program's arrays: functional with mean squared error, trained and evaluated",
@@ -469,8 +484,16 @@ TEST_CASE("a regression on the program's arrays: functional with mean squared er
             .find("the model is a classifier (int32 labels) and the data set has float targets") != std::string::npos);
   CHECK(locus_test::error_of([&] { (void)classifier.mean_loss(val); }).find("locus: mean_loss: the model is a classifier") !=
         std::string::npos);
-  // A loss of one's own on float targets: the mean absolute error through losses::regression.
-  const auto mae = linear_regression(losses::regression([](const auto& z, const auto& t) { return mean(abs(z - t)); }));
+  // A hand-made data set with a NaN target is refused before the first step (make_dataset refuses it too).
+  auto nan_target = data::make_dataset(train_set.images.to_vector(), 8, train_set.targets.to_vector(), 2);
+  nan_target.targets(std::size_t(3), std::size_t(1)) = std::numeric_limits<float>::quiet_NaN();
+  const auto kept = trainer.parameters();
+  CHECK(locus_test::error_of([&] { (void)trainer.fit(nan_target, quiet(1, 30)); }) ==
+        "locus: fit: target 1 of row 3 is NaN");
+  CHECK(trainer.parameters() == kept);
+  // A loss of one's own on float targets: the mean absolute error through losses::regression (a
+  // final class: wrapped, not derived from).
+  const auto mae = linear_regression(losses::regression(mean_absolute_error{}));
   data_parallel<sync_average, cpu> robust{mae, sgd{0.05f, 0.9f}};
   const double mae_before = robust.mean_loss(val);
   (void)robust.fit(train_set, quiet(10, 30));

@@ -520,9 +520,23 @@ TEST_CASE("a second fit of one trainer, from another thread or from a callback, 
   std::thread first([&] { t.fit(data, o); });
   while (!entered) std::this_thread::yield();
   other = error_of([&] { (void)t.fit(data, quiet(1, 64)); });
+  // Evaluations read the parameters the fit writes: refused from another thread meanwhile.
+  const std::string evaluated = error_of([&] { (void)t.mean_loss(data); });
+  const std::string counted = error_of([&] { (void)t.accuracy(data); });
   tried = true;
   first.join();
   CHECK(other == "locus: fit: " + busy);
+  const std::string elsewhere = "this trainer is in fit() on another thread; call it after fit, or from fit's "
+                                "on_epoch or on_step";
+  CHECK(evaluated == "locus: mean_loss: " + elsewhere);
+  CHECK(counted == "locus: accuracy: " + elsewhere);
+  // From the fit's own callbacks they run (between two steps).
+  double inside = -1;
+  o.on_step = [&](const progress& p) {
+    if (p.step == 2) inside = t.mean_loss(data) + t.accuracy(data);
+  };
+  (void)t.fit(data, o);
+  CHECK(inside >= 0);
   // Afterwards it fits again.
   CHECK(t.fit(data, quiet(1, 64)).curve.size() == 4);
 }

@@ -41,6 +41,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -77,9 +78,12 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
 /// fit_options::validation and on_epoch: for a policy whose replicas agree after every step; the
 /// validation set as fit's data (what the model trains on, not empty).
 LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
-                                       bool policy_agrees, std::int64_t classes, bool values);
-/// "epoch 1 (step 234): loss = 0.5213; validation loss = 0.4821, accuracy = 0.8312".
-LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e);
+                                       bool policy_agrees, std::int64_t classes, bool values, bool evaluates);
+/// mean_loss's refusal of a model it cannot evaluate (see model.hpp: loss(p, x, y)).
+LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates);
+/// "epoch 1 (step 234): loss = 0.5213; validation loss = 0.4821, accuracy = 0.8312" (the validation
+/// part when there is a validation set, its accuracy for a classifier: nan where they are NaN).
+LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e, bool validated, bool classifier);
 /// fit_options::clip_norm: finite and not negative, and 0 unless the policy clips.
 LOCUS_RUNTIME_INLINE void check_clip_norm(float clip_norm, const char* policy, bool policy_clips);
 /// fit's checks when it will write checkpoints to `path`: the policy writes them, the reader would
@@ -104,8 +108,14 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
   check_labelled("fit", data, classes, values);
 }
 
+LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates) {
+  if (!evaluates)
+    throw config_error(std::string("locus: ") + what + ": the model's loss_and_grad takes a random stream (dropout) "
+                       "and the model has no loss(p, x, y) for evaluation mode");
+}
+
 LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
-                                       bool policy_agrees, std::int64_t classes, bool values) {
+                                       bool policy_agrees, std::int64_t classes, bool values, bool evaluates) {
   if (!o.validation && !o.on_epoch) return;
   if (!policy_agrees)
     throw config_error(std::string("locus: fit: ") + policy + "'s replicas do not hold the same parameters at the end "
@@ -113,6 +123,7 @@ LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelle
                        "(sync_average); call mean_loss or accuracy after fit");
   if (o.validation) {
     const auto& v = *o.validation;
+    check_evaluates("fit: validation", evaluates);
     if (v.size() == 0) throw config_error("locus: fit: the validation set is empty");
     check_labelled("fit: validation", v, classes, values);
     // The same model reads both: rows of the same width, targets of the same width.
@@ -125,12 +136,12 @@ LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelle
   }
 }
 
-LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e) {
+LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e, bool validated, bool classifier) {
   char buf[256];
   int n = std::snprintf(buf, sizeof buf, "epoch %zu (step %zu): loss = %.4f", e.epoch + 1, e.step, e.loss);
-  if (!std::isnan(e.validation_loss) && n > 0 && std::size_t(n) < sizeof buf)
+  if (validated && n > 0 && std::size_t(n) < sizeof buf)
     n += std::snprintf(buf + n, sizeof buf - std::size_t(n), "; validation loss = %.4f", e.validation_loss);
-  if (!std::isnan(e.validation_accuracy) && n > 0 && std::size_t(n) < sizeof buf)
+  if (validated && classifier && n > 0 && std::size_t(n) < sizeof buf)
     std::snprintf(buf + n, sizeof buf - std::size_t(n), ", accuracy = %.4f", e.validation_accuracy);
   return buf;
 }
@@ -170,12 +181,19 @@ LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_
     if (data.targets.extent(0) != data.images.extent(0))
       throw shape_error(where + std::to_string(data.images.extent(0)) + " rows of features and " +
                         std::to_string(data.targets.extent(0)) + " rows of targets");
+    const float* t = data.targets.data();
+    const std::size_t k = data.targets.extent(1);
+    for (std::size_t i = 0; i < data.targets.size(); ++i)
+      if (!std::isfinite(t[i]))
+        throw data::data_error(where + "target " + std::to_string(i % k) + " of row " + std::to_string(i / k) + " is " +
+                               (std::isnan(t[i]) ? "NaN" : "infinite"));
     return;
   }
   if (data.labels.size() == 0 && data.has_targets())
     throw data::data_error(where + "the model is a classifier (int32 labels) and the data set has float targets: "
-                           "train a model of float targets (train::functional with losses::mean_squared_error, or "
-                           "a model declaring `using target_type = float;`)");
+                           "train a model of float targets (train::functional with losses::mean_squared_error, "
+                           "binary_cross_entropy or losses::regression(f), or a model declaring `using target_type = "
+                           "float;`)");
   if (data.images.extent(0) != data.labels.size())
     throw shape_error(std::string("locus: ") + what + ": " + std::to_string(data.images.extent(0)) + " images and " +
                       std::to_string(data.labels.size()) + " labels");
@@ -331,6 +349,7 @@ public:
     if constexpr ((model_on<M, core_device_t<Ds>> && ...) && optimizer<Opt>) {
       if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
       values_ = trains_on_values<M>;
+      evaluates_ = (detail::evaluates<M, core_device_t<Ds>> && ...);
       set_.emplace(model, opt);
     }
   }
@@ -346,6 +365,11 @@ public:
     // One fit at a time: a second thread's fit (or a fit, load or restore from on_step or print)
     // would race with the replicas' threads and buffers.
     const detail::fit_scope scope(fitting_, "fit");
+    fit_thread_.store(std::this_thread::get_id(), std::memory_order_release);
+    struct forget_thread {
+      std::atomic<std::thread::id>& id;
+      ~forget_thread() { id.store(std::thread::id{}, std::memory_order_release); }
+    } const forget{fit_thread_};
     auto& comm = set_->comm();
     // Everything that can refuse the run is checked before the first step. Across ranks each rank
     // checks, then they agree: a refusal on one rank (a label out of range, a checkpoint folder
@@ -356,7 +380,8 @@ public:
       detail::check_fit_data(data, options.batch, classes_, values_);
       o = detail::with_recipe(policy_, options);
       detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
-      detail::check_epochs(o, data, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_);
+      detail::check_epochs(o, data, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_,
+                           evaluates_);
       detail::check_options(policy_, o, *set_);
       total = total_steps(data.size(), o);
       if (!o.checkpoint_path.empty())
@@ -385,7 +410,7 @@ public:
           if (!values_) e.validation_accuracy = detail::accuracy_of<home_device>(home, *o.validation);
         }
         result.history.push_back(e);
-        if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e));
+        if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e, o.validation != nullptr, !values_));
         return o.on_epoch && !o.on_epoch(e);
       };
     }
@@ -399,7 +424,8 @@ public:
     try {
       policy_.run(c);
     } catch (const detail::stop_fit&) {
-      result.stopped_early = true;  // on_epoch: the fit ends after a whole step, as at its end
+      // on_epoch: the fit ends after a whole step, as at its end (at the last step: not early).
+      result.stopped_early = result.steps < total;
     }
     steps_done_ = result.steps;
     // The last checkpoint, and across ranks what failed on one rank after the last exchange (its
@@ -489,6 +515,7 @@ public:
   /// Accuracy on a data set, evaluated on the first device in batches of 1000. A model trained on
   /// float targets has none (config_error: use mean_loss).
   [[nodiscard]] double accuracy(const data::labelled_images& data) const {
+    check_not_fitting_elsewhere("accuracy");
     if (values_)
       throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
                          "use mean_loss(data)");
@@ -500,6 +527,8 @@ public:
   /// y), see model.hpp), on the first device in batches of 1000. Classifiers and models trained on
   /// float targets alike; the data set is checked as fit checks it.
   [[nodiscard]] double mean_loss(const data::labelled_images& data) const {
+    check_not_fitting_elsewhere("mean_loss");
+    detail::check_evaluates("mean_loss", evaluates_);
     detail::check_labelled("mean_loss", data, classes_, values_);
     return detail::mean_loss_of<home_device>(set_->template replica<0>(), data);
   }
@@ -517,6 +546,14 @@ public:
   }
 
 private:
+  /// A fit on another thread changes the parameters under the evaluation: refused (on the fit's
+  /// own thread, from on_epoch or on_step, the replicas are between two steps).
+  void check_not_fitting_elsewhere(const char* what) const {
+    if (fitting_.load(std::memory_order_acquire) && fit_thread_.load(std::memory_order_acquire) != std::this_thread::get_id())
+      throw config_error(std::string("locus: ") + what + ": this trainer is in fit() on another thread; call it after "
+                         "fit, or from fit's on_epoch or on_step");
+  }
+
   void restore_unchecked(const checkpoint& c, const std::string& name) {
     const bool drop = detail::check_restore(c, name, set_->template replica<0>().shapes(), parameter_count(),
                                             set_->optimizer(), device_count, set_->state_size());
@@ -603,7 +640,11 @@ private:
   /// Labels must lie in [0, classes_): the model's classes() where it has one; else any int32 label
   /// of 0 or more (a bound no int32 reaches).
   std::int64_t classes_ = std::numeric_limits<std::int64_t>::max();
-  bool values_ = false;  ///< the model trains on float targets (M::target_type is float)
+  bool values_ = false;     ///< the model trains on float targets (M::target_type is float)
+  bool evaluates_ = false;  ///< the model has an evaluation-mode loss (model.hpp, detail::evaluates)
+  /// The thread of the fit in progress (none: std::thread::id{}): mean_loss and accuracy refuse
+  /// other threads meanwhile.
+  std::atomic<std::thread::id> fit_thread_{};
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit
 };

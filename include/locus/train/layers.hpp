@@ -34,6 +34,7 @@
 // not fit.
 #include <locus/ad/ad.hpp>
 #include <locus/config.hpp>
+#include <locus/data/idx.hpp>
 #include <locus/device/device.hpp>
 #include <locus/errors.hpp>
 #include <locus/ops/conv.hpp>
@@ -531,9 +532,12 @@ struct softmax_cross_entropy_loss {
 template <class Z, class T>
 auto output_like(const char* loss, Z&& out, const T& targets) {
   auto z = ad::evaluate(std::forward<Z>(out));
-  if (!(z.value().shape() == targets.shape()))
-    throw shape_error(std::string("locus: ") + loss + ": outputs " + z.value().shape().str() + " and targets " +
-                      targets.shape().str() + " differ in shape");
+  static_assert(decltype(z)::rank == 2, "locus: a loss of float targets compares the model's output with targets "
+                                        "[rows, k]: the output must be rank 2 [rows, k] too (one row per example)");
+  if constexpr (decltype(z)::rank == 2)
+    if (!(z.value().shape() == targets.shape()))
+      throw shape_error(std::string("locus: ") + loss + ": outputs " + z.value().shape().str() + " and targets " +
+                        targets.shape().str() + " differ in shape");
   return z;
 }
 
@@ -551,6 +555,14 @@ struct binary_cross_entropy_loss {
   template <class Z, class T>
   auto operator()(Z&& logits, const T& targets) const {
     auto z = output_like("binary_cross_entropy", std::forward<Z>(logits), targets);
+    // Targets outside [0, 1] make the loss unbounded below: refused (one reduction over the batch's
+    // targets, NaN counted too).
+    using D = typename T::device_type;
+    const double outside =
+        double(on<D>(locus::sum(locus::where(targets >= 0.f, locus::where(targets <= 1.f, 0.f, 1.f), 1.f))).item());
+    if (outside > 0)
+      throw data::data_error("locus: binary_cross_entropy: " + std::to_string(std::size_t(outside)) +
+                             " target(s) of the batch outside [0, 1] (or NaN): they are probabilities");
     // -t log s(z) - (1 - t) log(1 - s(z)) = max(z, 0) - z t + log(1 + exp(-|z|)): no overflow for
     // any z. At z = 0 both kinks take their right derivative (max's tie goes to z, |z|' = 1): 1 -
     // t - 1/2, the true s(0) - t.
@@ -559,8 +571,14 @@ struct binary_cross_entropy_loss {
 };
 
 template <class F>
-struct float_target_loss : F {
+struct float_target_loss {
   using target_type = float;
+  F f;
+  template <class... A>
+    requires std::invocable<const F&, A...>
+  auto operator()(A&&... a) const {
+    return std::invoke(f, std::forward<A>(a)...);
+  }
 };
 
 /// The targets a functional model's loss takes: Loss::target_type (float for the losses of float

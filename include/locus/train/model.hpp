@@ -143,6 +143,15 @@ concept model_on =
     };
 
 namespace detail {
+/// M's loss can be evaluated without training (mean_loss, fit's validation): it has loss(p, x,
+/// y), or a loss_and_grad that takes no random stream (its loss is the same value).
+template <class M, class D>
+concept evaluates =
+    requires(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
+             const targets_of<M, D>& y) { m.loss(p, x, y); } ||
+    (!requires(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
+               const targets_of<M, D>& y) { m.loss_and_grad(p, x, y, std::uint64_t{}); });
+
 template <class M>
 concept unknown_target_type = requires { typename M::target_type; } &&
                               !std::same_as<typename M::target_type, float> &&
