@@ -45,6 +45,13 @@ LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::
 /// The same from cpu tensors: features [rows, row_size], targets [rows, target_size] (copied).
 LOCUS_RUNTIME_INLINE dataset make_dataset(const tensor<float, cpu, 2>& features, const tensor<float, cpu, 2>& targets);
 
+namespace detail {
+/// Throws data_error "<where><what> <column> of row <row> is NaN|infinite" at the first value of
+/// `values` (rows of `width`) that is not finite.
+LOCUS_RUNTIME_INLINE void check_finite(const std::string& where, std::span<const float> values, std::size_t width,
+                                       const char* what);
+}  // namespace detail
+
 /// The two parts of a split.
 struct split_parts {
   dataset train;
@@ -75,6 +82,14 @@ LOCUS_RUNTIME_INLINE std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+LOCUS_RUNTIME_INLINE void check_finite(const std::string& where, std::span<const float> values, std::size_t width,
+                                       const char* what) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw data_error(where + what + " " + std::to_string(i % width) + " of row " + std::to_string(i / width) +
+                       " is " + (std::isnan(values[i]) ? "NaN" : "infinite"));
+}
 }  // namespace detail
 
 LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::size_t row_size,
@@ -89,10 +104,7 @@ LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::
   if (rows != labels.size())
     throw data_error(where + std::to_string(rows) + " rows of " + std::to_string(row_size) + " features but " +
                      std::to_string(labels.size()) + " labels");
-  for (std::size_t i = 0; i < features.size(); ++i)
-    if (!std::isfinite(features[i]))
-      throw data_error(where + "feature " + std::to_string(i % row_size) + " of row " + std::to_string(i / row_size) +
-                       " is " + (std::isnan(features[i]) ? "NaN" : "infinite"));
+  detail::check_finite(where, features, row_size, "feature");
   for (std::size_t i = 0; i < rows; ++i)
     if (labels[i] < 0 || (classes > 0 && static_cast<std::size_t>(labels[i]) >= classes))
       throw data_error(where + "label " + std::to_string(labels[i]) + " of row " + std::to_string(i) +
@@ -127,14 +139,8 @@ LOCUS_RUNTIME_INLINE dataset make_dataset(std::span<const float> features, std::
     throw data_error(where + std::to_string(rows) + " rows of " + std::to_string(row_size) + " features but " +
                      std::to_string(targets.size() / target_size) + " rows of " + std::to_string(target_size) +
                      " targets");
-  const auto check = [&](std::span<const float> v, std::size_t width, const char* what) {
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (!std::isfinite(v[i]))
-        throw data_error(where + what + " " + std::to_string(i % width) + " of row " + std::to_string(i / width) +
-                         " is " + (std::isnan(v[i]) ? "NaN" : "infinite"));
-  };
-  check(features, row_size, "feature");
-  check(targets, target_size, "target");
+  detail::check_finite(where, features, row_size, "feature");
+  detail::check_finite(where, targets, target_size, "target");
   return dataset{tensor<float, cpu, 2>(shape<2>{rows, row_size}, features), tensor<std::int32_t, cpu>(),
                  tensor<float, cpu, 2>(shape<2>{rows, target_size}, targets)};
 }

@@ -40,6 +40,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -79,8 +80,6 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
 /// validation set as fit's data (what the model trains on, not empty).
 LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
                                        bool policy_agrees, std::int64_t classes, bool values, bool evaluates);
-/// mean_loss's refusal of a model it cannot evaluate (see model.hpp: loss(p, x, y)).
-LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates);
 /// "epoch 1 (step 234): loss = 0.5213; validation loss = 0.4821, accuracy = 0.8312" (the validation
 /// part when there is a validation set, its accuracy for a classifier: nan where they are NaN).
 LOCUS_RUNTIME_INLINE std::string epoch_line(const epoch_summary& e, bool validated, bool classifier);
@@ -106,12 +105,6 @@ LOCUS_RUNTIME_INLINE void check_fit_data(const data::labelled_images& data, std:
     throw config_error("locus: fit: batch " + std::to_string(batch) + " for a data set of " +
                        std::to_string(data.size()) + " examples");
   check_labelled("fit", data, classes, values);
-}
-
-LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates) {
-  if (!evaluates)
-    throw config_error(std::string("locus: ") + what + ": the model's loss_and_grad takes a random stream (dropout) "
-                       "and the model has no loss(p, x, y) for evaluation mode");
 }
 
 LOCUS_RUNTIME_INLINE void check_epochs(const fit_options& o, const data::labelled_images& data, const char* policy,
@@ -181,12 +174,8 @@ LOCUS_RUNTIME_INLINE void check_labelled(const char* what, const data::labelled_
     if (data.targets.extent(0) != data.images.extent(0))
       throw shape_error(where + std::to_string(data.images.extent(0)) + " rows of features and " +
                         std::to_string(data.targets.extent(0)) + " rows of targets");
-    const float* t = data.targets.data();
-    const std::size_t k = data.targets.extent(1);
-    for (std::size_t i = 0; i < data.targets.size(); ++i)
-      if (!std::isfinite(t[i]))
-        throw data::data_error(where + "target " + std::to_string(i % k) + " of row " + std::to_string(i / k) + " is " +
-                               (std::isnan(t[i]) ? "NaN" : "infinite"));
+    data::detail::check_finite(where, std::span<const float>(data.targets.data(), data.targets.size()),
+                               data.targets.extent(1), "target");
     return;
   }
   if (data.labels.size() == 0 && data.has_targets())
@@ -267,38 +256,35 @@ private:
   std::atomic<bool>& busy_;
 };
 
-/// Accuracy of a replica on a data set (checked by check_labelled, not empty), evaluated on its
-/// device in batches of 1000: one instantiation per device, whatever the policy and device list.
+/// A replica's evaluation of a data set (checked, not empty) on its device, in batches of 1000:
+/// each batch gathered once, then its mean loss in evaluation mode (weighted by its rows) and/or
+/// its correct predictions counted. One instantiation per device, whatever the policy and list.
+struct evaluation {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+};
 template <device H>
-double accuracy_of(const replica<H>& model, const data::labelled_images& data) {
-  if (data.size() == 0) throw config_error("locus: accuracy: the data set is empty");
+evaluation evaluate_replica(const replica<H>& model, const data::labelled_images& data, bool loss, bool accuracy,
+                    const char* what) {
+  if (data.size() == 0) throw config_error(std::string("locus: ") + what + ": the data set is empty");
   std::vector<std::uint32_t> order(data.size());
   std::iota(order.begin(), order.end(), 0u);
+  double total = 0;
   std::size_t correct = 0;
   for (std::size_t first = 0; first < data.size(); first += 1000) {
     const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
     auto [x, y] = data::gather<H>(data, order, first, count);
-    const auto pred = model.predict(x).to_vector();
-    const auto labels = y.labels.to_vector();
-    for (std::size_t i = 0; i < count; ++i) correct += pred[i] == labels[i];
+    if (loss) total += model.loss(x, y) * double(count);
+    if (accuracy) {
+      const auto pred = model.predict(x).to_vector();
+      const auto labels = y.labels.to_vector();
+      for (std::size_t i = 0; i < count; ++i) correct += pred[i] == labels[i];
+    }
   }
-  return double(correct) / double(data.size());
-}
-
-/// The mean loss of a replica in evaluation mode over a data set (checked, not empty), in batches
-/// of 1000 weighted by their rows.
-template <device H>
-double mean_loss_of(const replica<H>& model, const data::labelled_images& data) {
-  if (data.size() == 0) throw config_error("locus: mean_loss: the data set is empty");
-  std::vector<std::uint32_t> order(data.size());
-  std::iota(order.begin(), order.end(), 0u);
-  double total = 0;
-  for (std::size_t first = 0; first < data.size(); first += 1000) {
-    const std::size_t count = std::min<std::size_t>(1000, data.size() - first);
-    auto [x, y] = data::gather<H>(data, order, first, count);
-    total += model.loss(x, y) * double(count);
-  }
-  return total / double(data.size());
+  evaluation e;
+  if (loss) e.loss = total / double(data.size());
+  if (accuracy) e.accuracy = double(correct) / double(data.size());
+  return e;
 }
 }  // namespace detail
 
@@ -405,9 +391,10 @@ public:
         e.step = steps;
         e.loss = loss;
         if (o.validation) {
-          const auto& home = set_->template replica<0>();
-          e.validation_loss = detail::mean_loss_of<home_device>(home, *o.validation);
-          if (!values_) e.validation_accuracy = detail::accuracy_of<home_device>(home, *o.validation);
+          const auto v = detail::evaluate_replica<home_device>(set_->template replica<0>(), *o.validation, true, !values_,
+                                                       "fit: validation");
+          e.validation_loss = v.loss;
+          e.validation_accuracy = v.accuracy;
         }
         result.history.push_back(e);
         if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e, o.validation != nullptr, !values_));
@@ -520,7 +507,7 @@ public:
       throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
                          "use mean_loss(data)");
     detail::check_labelled("accuracy", data, classes_);
-    return detail::accuracy_of<home_device>(set_->template replica<0>(), data);
+    return detail::evaluate_replica<home_device>(set_->template replica<0>(), data, false, true, "accuracy").accuracy;
   }
 
   /// The model's mean loss over a data set in evaluation mode (dropout off; the model's loss(p, x,
@@ -530,7 +517,7 @@ public:
     check_not_fitting_elsewhere("mean_loss");
     detail::check_evaluates("mean_loss", evaluates_);
     detail::check_labelled("mean_loss", data, classes_, values_);
-    return detail::mean_loss_of<home_device>(set_->template replica<0>(), data);
+    return detail::evaluate_replica<home_device>(set_->template replica<0>(), data, true, false, "mean_loss").loss;
   }
 
   /// sync_average's exchange alone, on the flat buffers as they are: every buffer := the mean of

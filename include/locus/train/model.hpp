@@ -152,6 +152,10 @@ concept evaluates =
     (!requires(const M& m, const typename M::template params<D>& p, const tensor<float, D, 2>& x,
                const targets_of<M, D>& y) { m.loss_and_grad(p, x, y, std::uint64_t{}); });
 
+/// The refusal of a model that cannot be evaluated (not `evaluates`: see model_core::loss), by
+/// `what` (mean_loss, fit's validation).
+LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates);
+
 template <class M>
 concept unknown_target_type = requires { typename M::target_type; } &&
                               !std::same_as<typename M::target_type, float> &&
@@ -390,11 +394,11 @@ double model_core<M, C>::loss(const tensor<float, C, 2>& x, const data::targets<
   const auto& y = targets_for(targets);
   if constexpr (requires { model_->loss(*p_, x, y); }) {
     return double(model_->loss(*p_, x, y).item());
-  } else if constexpr (!requires { model_->loss_and_grad(*p_, x, y, std::uint64_t{}); }) {
+  } else if constexpr (evaluates<M, C>) {
     return double(model_->loss_and_grad(*p_, x, y).loss.item());  // no random stream: the same value
   } else {
-    throw config_error("locus: mean_loss: the model's loss_and_grad takes a random stream (dropout) and the model "
-                       "has no loss(p, x, y) for evaluation mode");
+    check_evaluates("mean_loss", false);
+    return 0;
   }
 }
 
@@ -413,6 +417,12 @@ tensor<std::int64_t, C> model_core<M, C>::predict(const tensor<float, C, 2>& x) 
 LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,
                                                const std::vector<std::size_t>& sizes);
 #if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void check_evaluates(const char* what, bool evaluates) {
+  if (!evaluates)
+    throw config_error(std::string("locus: ") + what + ": the model's loss_and_grad takes a random stream (dropout) "
+                       "and the model has no loss(p, x, y) for evaluation mode");
+}
+
 LOCUS_RUNTIME_INLINE void check_gradient_sizes(const std::vector<flat_tensor>& grad,
                                                const std::vector<std::size_t>& sizes) {
   for (std::size_t index = 0; index < grad.size(); ++index)
