@@ -96,6 +96,31 @@ TEMPLATE_LIST_TEST_CASE("adversary: an empty destination stays empty and keeps i
   CHECK(dst.name() == "keep_me");
 }
 
+
+// Regression: a sum's host loop was an `omp simd` loop, and an exception may not leave one (GCC and
+// clang call std::terminate): sum(map(f, x)) with a throwing f ended the process.
+TEMPLATE_LIST_TEST_CASE("adversary: a map() functor that throws inside a reduction reaches the caller",
+                        "[adversary][reduce]", host_run_devices) {
+  using D = TestType;
+  for (const std::size_t n : {std::size_t(7), std::size_t(100), std::size_t(1) << 16}) {
+    INFO("n = " << n);
+    std::vector<float> values(n, 1.f);
+    values[n / 2] = 5.f;
+    tensor<float, D> x(values);
+    CHECK_THROWS_WITH(on<D>(sum(map(throws_above_two{}, x))), Catch::Contains("above two"));
+    CHECK_THROWS_WITH(on<D>(mean(map(throws_above_two{}, x))), Catch::Contains("above two"));
+    CHECK_THROWS_WITH(on<D>(dot(map(throws_above_two{}, x), x)), Catch::Contains("above two"));
+    CHECK_THROWS_WITH(on<D>(norm(map(throws_above_two{}, x))), Catch::Contains("above two"));
+    CHECK_THROWS_WITH(on<D>(max(map(throws_above_two{}, x))), Catch::Contains("above two"));
+    std::vector<float> column(n, 1.f);
+    column[n - 1] = 3.f;
+    tensor<float, D, 2> m(shape{n, 1}, column);
+    CHECK_THROWS_WITH(on<D>(sum<0>(map(throws_above_two{}, m))), Catch::Contains("above two"));
+    CHECK_THROWS_WITH(on<D>(sum<1>(map(throws_above_two{}, m))), Catch::Contains("above two"));
+    // The same functor on values it accepts: the sums are exact (whole numbers below 2^24).
+    CHECK(on<D>(sum(map(throws_above_two{}, x * 0.f + 1.f))).item() == float(n));
+  }
+}
 TEST_CASE("adversary: a shape error inside the expression leaves an empty destination untouched",
           "[adversary][assign]") {
   tensor<float, cpu, 2> a(shape{2, 3}, 1.f), b(shape{4, 5}, 1.f);

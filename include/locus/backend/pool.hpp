@@ -312,15 +312,22 @@ LOCUS_RUNTIME_INLINE host_parallelism compute_budget(std::optional<int> api) {
                         parse_thread_count(std::getenv("OMP_NUM_THREADS")), "OMP_NUM_THREADS");
 }
 
+/// The process's budget, chosen on first use; b.mutex held by the caller.
+inline const host_parallelism& budget_locked(budget_state& b) {
+  if (!b.info) {
+    b.info = compute_budget(std::nullopt);
+    b.threads.store(b.info->threads, std::memory_order_release);
+  }
+  return *b.info;
+}
+
 inline int process_threads() noexcept {
   auto& b = budget();
   int n = b.threads.load(std::memory_order_acquire);
   if (n > 0) return n;
   try {
     std::lock_guard lock(b.mutex);
-    if (!b.info) b.info = compute_budget(std::nullopt);
-    b.threads.store(b.info->threads, std::memory_order_release);
-    return b.info->threads;
+    return budget_locked(b).threads;
   } catch (...) {
     return 1;
   }
@@ -520,11 +527,7 @@ LOCUS_RUNTIME_INLINE void run_chunks(std::size_t chunks, int threads, void (*bod
 LOCUS_RUNTIME_INLINE host_parallelism host_parallelism_info() {
   auto& b = detail::budget();
   std::lock_guard lock(b.mutex);
-  if (!b.info) {
-    b.info = detail::compute_budget(std::nullopt);
-    b.threads.store(b.info->threads, std::memory_order_release);
-  }
-  return *b.info;
+  return detail::budget_locked(b);
 }
 
 LOCUS_RUNTIME_INLINE void set_host_threads(int n) {

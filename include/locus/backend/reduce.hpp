@@ -3,24 +3,20 @@
 // rank-2 range. A reducer R says how: `acc lift(value, index)`, `acc combine(acc, acc)`,
 // `acc identity()`, and `result finish(acc, count)`.
 //
-// Host devices (cpu, emulated GPUs): every thread reduces a contiguous chunk into 16 independent
-// accumulators (so the compiler keeps several vector lanes busy, unlike a single add chain), then
-// the chunks are combined in order. CUDA: cub::DeviceReduce::Reduce over a transform iterator (one
+// Host devices (cpu, emulated GPUs): every thread of the budget reduces a contiguous part into
+// independent accumulators (32 for sums, 16 otherwise: several vector registers busy instead of
+// one add chain), then the parts are combined in order. CUDA: cub::DeviceReduce::Reduce over a transform iterator (one
 // pass, no temporary copy of the input) and one tiny kernel for finish().
 #include <locus/backend/memory.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
-#include <locus/backend/omp.hpp>
 #include <locus/device/device.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <vector>
 
-#if defined(_OPENMP)
-#  include <omp.h>
-#endif
 #if LOCUS_HAS_CUDA
 #  include <cub/device/device_reduce.cuh>
 #  include <thrust/iterator/transform_iterator.h>
@@ -82,10 +78,8 @@ struct lane_ops {
   }
 };
 
-/// Reduces k(first .. last-1) on the calling thread: 16 independent lanes (several vector
-/// registers busy instead of one add chain), folded into the accumulator every block.
-/// One block of a serial reduction with 16 independent lanes (several vector registers busy
-/// instead of one add chain).
+/// One block of a serial reduction (max, min, argmax, ...) with 16 independent lanes (several
+/// vector registers busy instead of one add chain).
 template <class K, class R>
 auto reduce_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
   constexpr std::size_t lanes = 16;
@@ -103,19 +97,26 @@ auto reduce_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t
   return a[0];
 }
 
-/// A block of a sum: one lane variable that `omp simd` may split across vector registers (GCC
-/// does not vectorise the lane array of reduce_block for every kernel shape).
+/// A block of a sum: 32 lanes, each step one loop over them that GCC and clang vectorise into
+/// several vector registers of partial sums (one accumulator is one add chain, bound by the add's
+/// latency: 2-5x slower on 4096 floats). Each lane is its own sum, so no reassociation is needed;
+/// the lanes are folded pairwise at the end and the order is fixed by the block's bounds alone.
+/// No `omp simd` here: an exception may not leave a simd loop (GCC and clang call std::terminate),
+/// and a map() functor inside a sum may throw.
 template <class K, class R>
 auto sum_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
-  auto s = ops.identity();
-#if !defined(__clang__)
-  // Not for clang: where it cannot vectorise the kernel (a call to exp, locus::ad's dual numbers)
-  // it turns the unmet request into a warning (-Wpass-failed) no pragma silences, an error under
-  // -Werror in the user's build.
-  LOCUS_PRAGMA_OMP(simd reduction(+ : s))
-#endif
-  for (std::size_t i = b; i < e; ++i) s += ops.lift(k(i), i);
-  return s;
+  using L = decltype(ops.identity());
+  constexpr std::size_t lanes = 32;
+  L a[lanes];
+  for (auto& x : a) x = ops.identity();
+  std::size_t i = b;
+  for (; e - i >= lanes; i += lanes)
+    for (std::size_t j = 0; j < lanes; ++j) a[j] += ops.lift(k(i + j), i + j);
+  const std::size_t rest = e - i;  // < lanes
+  for (std::size_t j = 0; j < rest && j < lanes; ++j) a[j] += ops.lift(k(i + j), i + j);
+  for (std::size_t w = lanes / 2; w > 0; w /= 2)
+    for (std::size_t j = 0; j < w; ++j) a[j] += a[j + w];
+  return a[0];
 }
 
 /// Reduces k(first .. last-1) on the calling thread, block by block, each block folded into the
