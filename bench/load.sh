@@ -70,5 +70,6 @@ if [[ $mpi == 1 ]] && command -v mpirun > /dev/null; then
     two+=("$(epoch mpirun -n 2 --oversubscribe "$example" --policy sync --devices 1 --epochs 1)")
   done
   a=$(printf '%s\n' "${one[@]}" | median); b=$(printf '%s\n' "${two[@]}" | median)
+  printf '%-28s %10s %10s %8s\n' "run (one epoch, quiet)" "1 proc s" "mpirun s" "ratio"
   printf '%-28s %10.2f %10.2f %7.2fx\n' "mpirun -np 2 vs 2 devices" "$a" "$b" "$(echo "$b / $a" | bc -l)"
 fi
