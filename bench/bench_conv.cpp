@@ -68,15 +68,16 @@ void conv_row(const layer_case& lc, int reps) {
       reps);
   double floor_s = -1;
 #if LOCUS_HAS_CBLAS
-  std::vector<float> cols(rows * patch, 0.5f), wv(k * patch, 0.01f), yt(rows * k), gt(rows * k, 0.01f), dw(k * patch),
-      dcols(rows * patch);
+  // The three products conv2d makes (ops/conv.hpp): y [K, NP] = W cols, dW = g cols^T, dcols = W^T g.
+  std::vector<float> cols(patch * rows, 0.5f), wv(k * patch, 0.01f), yk(k * rows), gk(k * rows, 0.01f), dw(k * patch),
+      dcols(patch * rows);
   constexpr int row_major = 101, no_trans = 111, trans = 112;
   const int R = int(rows), K = int(k), P = int(patch);
   floor_s = seconds_of(
       [&] {
-        cblas_sgemm(row_major, no_trans, trans, R, K, P, 1.f, cols.data(), P, wv.data(), P, 0.f, yt.data(), K);
-        cblas_sgemm(row_major, trans, no_trans, K, P, R, 1.f, gt.data(), K, cols.data(), P, 0.f, dw.data(), P);
-        cblas_sgemm(row_major, no_trans, no_trans, R, P, K, 1.f, gt.data(), K, wv.data(), P, 0.f, dcols.data(), P);
+        cblas_sgemm(row_major, no_trans, no_trans, K, R, P, 1.f, wv.data(), P, cols.data(), R, 0.f, yk.data(), R);
+        cblas_sgemm(row_major, no_trans, trans, K, P, R, 1.f, gk.data(), R, cols.data(), R, 0.f, dw.data(), P);
+        cblas_sgemm(row_major, trans, no_trans, P, R, K, 1.f, wv.data(), P, gk.data(), R, 0.f, dcols.data(), R);
         locus_bench::keep(dcols[0]);
       },
       reps);

@@ -88,6 +88,7 @@ const std::vector<geometry_case> geometries = {
     {shape{1, 1, 6, 5}, shape{2, 1, 2, 3}, {.stride = {1, 2}, .padding = {1, 0}}},         // per-axis, batch 1, one channel
     {shape{2, 2, 7, 7}, shape{2, 2, 3, 3}, {.padding = 2, .dilation = 2}},                 // dilation
     {shape{2, 2, 4, 4}, shape{3, 2, 6, 6}, {.padding = 1}},                                // kernel = padded input
+    {shape{1, 2, 3, 4}, shape{2, 2, 2, 2}, {.stride = {2, 3}, .padding = {3, 2}}},         // padding past the kernel: whole rows and runs of zeros
 };
 
 /// Values and gradients of conv2d against the definition and finite differences.

@@ -6,11 +6,11 @@
 // the result); the result is [N, K, H', W'] with H' = (H + 2 padding - dilation (R - 1) - 1) / stride + 1
 // (PyTorch's and TensorFlow's formula). Pooling windows do not pad; stride defaults to the window.
 //
-// How it runs (host and CUDA alike, no cuDNN): im2col into a [N H' W', C R S] matrix from the
-// caching arena (one kernel), one GEMM against the filters (CBLAS / cuBLAS, as matmul), one kernel
-// that writes NCHW and adds the bias. Backward (locus::ad, ad/ops.hpp): the gradient permuted to
-// [N H' W', K] (one kernel), dW = g^T cols and dcols = g W (two GEMMs), dx gathered from dcols (one
-// kernel, no atomics: deterministic), db the column sums of g. max_pool2d's gradient goes to the
+// How it runs (host and CUDA alike, no cuDNN): im2col into a [C R S, N H' W'] matrix from the
+// caching arena (one kernel; on the host each tap's row is runs of input rows), one GEMM W cols
+// (CBLAS / cuBLAS, as matmul), one kernel that writes NCHW and adds the bias. Backward (locus::ad,
+// ad/conv.hpp): the gradient permuted to [K, N H' W'] (one kernel), dW = g cols^T and dcols = W^T g
+// (two GEMMs), dx gathered from dcols (one kernel, no atomics: deterministic), db the row sums of g. max_pool2d's gradient goes to the
 // window's first maximum (NaN counts as the maximum: a window with a NaN gives NaN and routes the
 // gradient to its first NaN); avg_pool2d's is spread evenly.
 //
@@ -167,47 +167,25 @@ inline pool_geometry pool_geometry_of(const char* op, const shape<4>& x, const e
 
 // ---- kernels (value-returning: backend::transform writes element i) ---------------------------
 
-/// cols[(n P + p) CRS + q]: the input element under filter tap q at output position p (0 in the padding).
+/// The columns of a batch are [C R S, N P]: row q = (c, r, s) is one filter tap, column n P + p one
+/// output position of one image. For each image and output row a tap's row holds a run of
+/// neighbouring input elements (contiguous at stride 1), so the host's loops copy and add runs; the
+/// products are W [K, CRS] x cols (the outputs as [K, N P]) and their transposes for the gradients.
+
+/// cols[q, n P + p]: the input element under filter tap q at output position p (0 in the padding).
 /// By element: a GPU's threads write neighbouring elements.
 template <class T>
 struct im2col_kernel {
   const T* x;
   conv_geometry g;
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
-    const std::size_t patch = g.patch(), row = i / patch, q = i % patch;
-    const std::size_t n = row / g.positions(), p = row % g.positions();
+    const std::size_t np = g.n * g.positions(), q = i / np, j = i % np;
+    const std::size_t n = j / g.positions(), p = j % g.positions();
     const std::size_t c = q / (g.r * g.s), rs = q % (g.r * g.s);
     const auto y = static_cast<std::int64_t>((p / g.ow) * g.sh + (rs / g.s) * g.dh) - static_cast<std::int64_t>(g.ph);
     const auto xx = static_cast<std::int64_t>((p % g.ow) * g.sw + (rs % g.s) * g.dw) - static_cast<std::int64_t>(g.pw);
     if (y < 0 || xx < 0 || y >= static_cast<std::int64_t>(g.h) || xx >= static_cast<std::int64_t>(g.w)) return T(0);
     return x[((n * g.c + c) * g.h + std::size_t(y)) * g.w + std::size_t(xx)];
-  }
-};
-
-/// The same by row (one output position's patch, written in order): a host thread's loop without
-/// divisions (the element kernel's index arithmetic took a third of a convolution's time).
-template <class T>
-struct im2col_row_kernel {
-  const T* x;
-  T* cols;
-  conv_geometry g;
-  LOCUS_HOST_DEVICE void operator()(std::size_t row) const {
-    const std::size_t n = row / g.positions(), p = row % g.positions();
-    const auto y0 = static_cast<std::int64_t>((p / g.ow) * g.sh) - static_cast<std::int64_t>(g.ph);
-    const auto x0 = static_cast<std::int64_t>((p % g.ow) * g.sw) - static_cast<std::int64_t>(g.pw);
-    const auto h = static_cast<std::int64_t>(g.h), w = static_cast<std::int64_t>(g.w);
-    T* out = cols + row * g.patch();
-    for (std::size_t c = 0; c < g.c; ++c) {
-      const T* plane = x + (n * g.c + c) * g.h * g.w;
-      for (std::size_t r = 0; r < g.r; ++r) {
-        const std::int64_t y = y0 + static_cast<std::int64_t>(r * g.dh);
-        const bool row_in = y >= 0 && y < h;
-        for (std::size_t s = 0; s < g.s; ++s) {
-          const std::int64_t xx = x0 + static_cast<std::int64_t>(s * g.dw);
-          *out++ = row_in && xx >= 0 && xx < w ? plane[y * w + xx] : T(0);
-        }
-      }
-    }
   }
 };
 
@@ -219,46 +197,39 @@ bool host_kernels() {
   return backend::runs_on_host<D> && !conv_element_kernels_on_host;
 }
 
-/// cols = im2col(x) on D: by row on host-run devices, by element on CUDA GPUs.
-template <class T, device D>
-void im2col(const T* x, T* cols, const conv_geometry& g) {
-  if (host_kernels<D>())
-    backend::for_each_index<D>(g.n * g.positions(), im2col_row_kernel<T>{x, cols, g});
-  else
-    backend::transform<D>(g.n * g.positions() * g.patch(), im2col_kernel<T>{x, g}, cols);
-}
-
-/// y[n, k, p] = rows[(n P + p) K + k] (+ b[k]).
+/// y[n, k, p] = rows[k, n P + p] (+ b[k]).
 template <class T>
 struct nchw_from_rows_kernel {
   const T* rows;
   const T* bias;  // null: no bias
-  std::size_t k, positions;
+  std::size_t n, k, positions;
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
-    const std::size_t n = i / (k * positions), rest = i % (k * positions), kk = rest / positions, p = rest % positions;
-    const T v = rows[(n * positions + p) * k + kk];
+    const std::size_t nn = i / (k * positions), kk = (i / positions) % k, p = i % positions;
+    const T v = rows[(kk * n + nn) * positions + p];
     return bias != nullptr ? v + bias[kk] : v;
   }
 };
 
-/// rows[(n P + p) K + k] = g[n, k, p].
+/// rows[k, n P + p] = g[n, k, p].
 template <class T>
 struct rows_from_nchw_kernel {
   const T* g;
-  std::size_t k, positions;
+  std::size_t n, k, positions;
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
-    const std::size_t row = i / k, kk = i % k, n = row / positions, p = row % positions;
-    return g[(n * k + kk) * positions + p];
+    const std::size_t kk = i / (n * positions), nn = (i / positions) % n, p = i % positions;
+    return g[(nn * k + kk) * positions + p];
   }
 };
 
-/// dx[n, c, y, x]: the sum of dcols over every (output position, tap) that read that element.
+/// dx[n, c, y, x]: the sum of dcols over every (tap, output position) that read that element, the
+/// taps in order (as the host's plane kernel adds them: the same sums).
 template <class T>
 struct col2im_kernel {
   const T* dcols;
   conv_geometry g;
   LOCUS_HOST_DEVICE T operator()(std::size_t i) const {
     const std::size_t xx = i % g.w, y = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, n = i / (g.w * g.h * g.c);
+    const std::size_t np = g.n * g.positions();
     T acc = T(0);
     for (std::size_t r = 0; r < g.r; ++r) {
       const auto ty = static_cast<std::int64_t>(y + g.ph) - static_cast<std::int64_t>(r * g.dh);
@@ -278,13 +249,12 @@ struct col2im_kernel {
           ox /= g.sw;
         }
         if (ox >= g.ow) continue;
-        acc += dcols[(n * g.positions() + oy * g.ow + ox) * g.patch() + (c * g.r + r) * g.s + s];
+        acc += dcols[((c * g.r + r) * g.s + s) * np + n * g.positions() + oy * g.ow + ox];
       }
     }
     return acc;
   }
 };
-
 /// The offset (within the image plane) of the window's first maximum; NaN is the maximum.
 template <class T>
 LOCUS_HOST_DEVICE inline std::size_t window_argmax(const T* plane, const pool_geometry& g, std::size_t oy, std::size_t ox) {
@@ -360,58 +330,122 @@ struct pool_backward_kernel {
 // alone took a fifth of a CNN's step.) Each task writes its own plane or row only: no races, and
 // sums in a fixed order (the same results for any thread count).
 
-/// y[n, k, :] from rows[(n P + p) K + k] (+ b[k]): task (n, k).
+/// The output columns [lo, hi) of a tap whose input column is ox sw + offset that fall inside
+/// [0, w) (the others read the padding).
+LOCUS_HOST_DEVICE inline void tap_span(std::int64_t offset, std::size_t stride, std::size_t w, std::size_t ow,
+                                       std::size_t& lo, std::size_t& hi) {
+  const auto st = static_cast<std::int64_t>(stride), width = static_cast<std::int64_t>(w);
+  const std::int64_t first = offset >= 0 ? 0 : (-offset + st - 1) / st;
+  const std::int64_t end = width - offset <= 0 ? 0 : (width - offset + st - 1) / st;
+  lo = std::size_t(first) < ow ? std::size_t(first) : ow;
+  hi = std::size_t(end) < ow ? std::size_t(end) : ow;
+  if (hi < lo) hi = lo;
+}
+
+/// cols[(c, r, s), n P + :] for every tap of channel c of image n: task (n, c). Each output row of a
+/// tap is a run of input elements (contiguous at stride 1) between runs of padding zeros.
+template <class T>
+struct im2col_plane_kernel {
+  const T* x;
+  T* cols;
+  conv_geometry g;
+  LOCUS_HOST_DEVICE void operator()(std::size_t task) const {
+    const std::size_t n = task / g.c, c = task % g.c, np = g.n * g.positions();
+    const T* plane = x + task * g.h * g.w;
+    const auto h = static_cast<std::int64_t>(g.h);
+    for (std::size_t r = 0; r < g.r; ++r)
+      for (std::size_t s = 0; s < g.s; ++s) {
+        T* out = cols + ((c * g.r + r) * g.s + s) * np + n * g.positions();
+        const std::int64_t xoff = static_cast<std::int64_t>(s * g.dw) - static_cast<std::int64_t>(g.pw);
+        std::size_t lo = 0, hi = 0;
+        tap_span(xoff, g.sw, g.w, g.ow, lo, hi);
+        for (std::size_t oy = 0; oy < g.oh; ++oy, out += g.ow) {
+          const std::int64_t y = static_cast<std::int64_t>(oy * g.sh + r * g.dh) - static_cast<std::int64_t>(g.ph);
+          if (y < 0 || y >= h) {
+            for (std::size_t ox = 0; ox < g.ow; ++ox) out[ox] = T(0);
+            continue;
+          }
+          const T* in = plane + std::size_t(y) * g.w;
+          for (std::size_t ox = 0; ox < lo; ++ox) out[ox] = T(0);
+          if (g.sw == 1) {
+            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox) + xoff];
+          } else {
+            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox * g.sw) + xoff];
+          }
+          for (std::size_t ox = hi; ox < g.ow; ++ox) out[ox] = T(0);
+        }
+      }
+  }
+};
+
+/// cols = im2col(x) on D: by plane on host-run devices, by element on CUDA GPUs.
+template <class T, device D>
+void im2col(const T* x, T* cols, const conv_geometry& g) {
+  if (host_kernels<D>())
+    backend::for_each_index<D>(g.n * g.c, im2col_plane_kernel<T>{x, cols, g});
+  else
+    backend::transform<D>(g.n * g.positions() * g.patch(), im2col_kernel<T>{x, g}, cols);
+}
+
+/// y[n, k, :] from rows[k, n P + :] (+ b[k]): task (n, k).
 template <class T>
 struct nchw_plane_kernel {
   const T* rows;
   const T* bias;
   T* y;
-  std::size_t k, positions;
+  std::size_t n, k, positions;
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
-    const std::size_t n = plane / k, kk = plane % k;
-    const T b = bias != nullptr ? bias[kk] : T(0);
-    const T* in = rows + n * positions * k + kk;
+    const std::size_t nn = plane / k, kk = plane % k;
+    const T* in = rows + (kk * n + nn) * positions;
     T* out = y + plane * positions;
-    for (std::size_t p = 0; p < positions; ++p) out[p] = bias != nullptr ? in[p * k] + b : in[p * k];
+    if (bias != nullptr) {
+      const T b = bias[kk];
+      for (std::size_t p = 0; p < positions; ++p) out[p] = in[p] + b;
+    } else {
+      for (std::size_t p = 0; p < positions; ++p) out[p] = in[p];
+    }
   }
 };
 
-/// rows[(n P + p) K + :] from g[n, :, p]: task (n, p).
+/// rows[k, n P + :] from g[n, k, :]: task (n, k).
 template <class T>
-struct rows_row_kernel {
+struct rows_plane_kernel {
   const T* g;
   T* rows;
-  std::size_t k, positions;
-  LOCUS_HOST_DEVICE void operator()(std::size_t row) const {
-    const std::size_t n = row / positions, p = row % positions;
-    const T* in = g + n * k * positions + p;
-    T* out = rows + row * k;
-    for (std::size_t kk = 0; kk < k; ++kk) out[kk] = in[kk * positions];
+  std::size_t n, k, positions;
+  LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
+    const std::size_t nn = plane / k, kk = plane % k;
+    const T* in = g + plane * positions;
+    T* out = rows + (kk * n + nn) * positions;
+    for (std::size_t p = 0; p < positions; ++p) out[p] = in[p];
   }
 };
 
-/// dx[n, c, :, :]: dcols scattered back, tap by tap, into a zeroed plane: task (n, c).
+/// dx[n, c, :, :]: dcols added back tap by tap, the taps in order, into a zeroed plane: task (n, c).
 template <class T>
 struct col2im_plane_kernel {
   const T* dcols;
   T* dx;
   conv_geometry g;
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
-    const std::size_t n = plane / g.c, c = plane % g.c;
+    const std::size_t n = plane / g.c, c = plane % g.c, np = g.n * g.positions();
     T* out = dx + plane * g.h * g.w;
     for (std::size_t i = 0; i < g.h * g.w; ++i) out[i] = T(0);
-    const auto h = static_cast<std::int64_t>(g.h), w = static_cast<std::int64_t>(g.w);
-    for (std::size_t oy = 0; oy < g.oh; ++oy)
-      for (std::size_t ox = 0; ox < g.ow; ++ox) {
-        const T* in = dcols + (n * g.positions() + oy * g.ow + ox) * g.patch() + c * g.r * g.s;
-        const auto y0 = static_cast<std::int64_t>(oy * g.sh) - static_cast<std::int64_t>(g.ph);
-        const auto x0 = static_cast<std::int64_t>(ox * g.sw) - static_cast<std::int64_t>(g.pw);
-        for (std::size_t r = 0; r < g.r; ++r) {
-          const std::int64_t y = y0 + static_cast<std::int64_t>(r * g.dh);
+    const auto h = static_cast<std::int64_t>(g.h);
+    for (std::size_t r = 0; r < g.r; ++r)
+      for (std::size_t s = 0; s < g.s; ++s) {
+        const T* in = dcols + ((c * g.r + r) * g.s + s) * np + n * g.positions();
+        const std::int64_t xoff = static_cast<std::int64_t>(s * g.dw) - static_cast<std::int64_t>(g.pw);
+        std::size_t lo = 0, hi = 0;
+        tap_span(xoff, g.sw, g.w, g.ow, lo, hi);
+        for (std::size_t oy = 0; oy < g.oh; ++oy, in += g.ow) {
+          const std::int64_t y = static_cast<std::int64_t>(oy * g.sh + r * g.dh) - static_cast<std::int64_t>(g.ph);
           if (y < 0 || y >= h) continue;
-          for (std::size_t s = 0; s < g.s; ++s) {
-            const std::int64_t xx = x0 + static_cast<std::int64_t>(s * g.dw);
-            if (xx >= 0 && xx < w) out[y * w + xx] += in[r * g.s + s];
+          T* row = out + std::size_t(y) * g.w;
+          if (g.sw == 1) {
+            for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox) + xoff] += in[ox];
+          } else {
+            for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox * g.sw) + xoff] += in[ox];
           }
         }
       }
@@ -487,30 +521,29 @@ struct conv_gradients {
 template <class T, device D>
 conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, const conv_geometry& geo, bool want_dx,
                                         bool want_dw, bool want_db) {
-  const std::size_t rows = geo.n * geo.positions(), patch = geo.patch();
+  const std::size_t np = geo.n * geo.positions(), patch = geo.patch();
   conv_gradients<T, D> out;
-  auto gt = tensor<T, D, 2>::uninitialized_of(shape{rows, geo.k});
+  auto gk = tensor<T, D, 2>::uninitialized_of(shape{geo.k, np});  // g as [K, N P]
   if (host_kernels<D>())
-    backend::for_each_index<D>(rows, rows_row_kernel<T>{g, gt.data(), geo.k, geo.positions()});
+    backend::for_each_index<D>(geo.n * geo.k, rows_plane_kernel<T>{g, gk.data(), geo.n, geo.k, geo.positions()});
   else
-    backend::transform<D>(gt.size(), rows_from_nchw_kernel<T>{g, geo.k, geo.positions()}, gt.data());
-  if (want_dw) {
-    auto cols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
+    backend::transform<D>(gk.size(), rows_from_nchw_kernel<T>{g, geo.n, geo.k, geo.positions()}, gk.data());
+  if (want_dw) {  // dW [K, CRS] = g [K, N P] cols^T
+    auto cols = tensor<T, D, 2>::uninitialized_of(shape{patch, np});
     im2col<T, D>(x, cols.data(), geo);
     out.dw = tensor<T, D, 4>::uninitialized_of(shape{geo.k, geo.c, geo.r, geo.s});
-    backend::gemm<D>(true, false, geo.k, patch, rows, T(1), gt.data(), geo.k, cols.data(), patch, T(0), out.dw.data(),
-                     patch);
+    backend::gemm<D>(false, true, geo.k, patch, np, T(1), gk.data(), np, cols.data(), np, T(0), out.dw.data(), patch);
   }
-  if (want_dx) {
-    auto dcols = tensor<T, D, 2>::uninitialized_of(shape{rows, patch});
-    backend::gemm<D>(false, false, rows, patch, geo.k, T(1), gt.data(), geo.k, w, patch, T(0), dcols.data(), patch);
+  if (want_dx) {  // dcols [CRS, N P] = W^T g
+    auto dcols = tensor<T, D, 2>::uninitialized_of(shape{patch, np});
+    backend::gemm<D>(true, false, patch, np, geo.k, T(1), w, patch, gk.data(), np, T(0), dcols.data(), np);
     out.dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
     if (host_kernels<D>())
       backend::for_each_index<D>(geo.n * geo.c, col2im_plane_kernel<T>{dcols.data(), out.dx.data(), geo});
     else
       backend::transform<D>(out.dx.size(), col2im_kernel<T>{dcols.data(), geo}, out.dx.data());
   }
-  if (want_db) out.db = on<D>(sum<0>(gt));
+  if (want_db) out.db = on<D>(sum<1>(gk));
   return out;
 }
 
@@ -580,17 +613,18 @@ struct conv2d_expr {
   void write(const tensor_view<value_type, D, 4>& out) const {
     using T = value_type;
     const auto& g = geometry;
-    const std::size_t rows = g.n * g.positions(), patch = g.patch();
+    const std::size_t np = g.n * g.positions(), patch = g.patch();
     const T* pb = nullptr;
     if constexpr (has_bias) pb = b.kernel().p;
-    auto cols = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{rows, patch});
+    auto cols = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{patch, np});
     locus::detail::im2col<T, D>(x.kernel().p, cols.data(), g);
-    auto yt = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{rows, g.k});
-    backend::gemm<D>(false, true, rows, g.k, patch, T(1), cols.data(), patch, w.kernel().p, patch, T(0), yt.data(), g.k);
+    auto yk = tensor<T, D, 2>::uninitialized_of(locus::shape<2>{g.k, np});  // W [K, CRS] cols: [K, N P]
+    backend::gemm<D>(false, false, g.k, np, patch, T(1), w.kernel().p, patch, cols.data(), np, T(0), yk.data(), np);
     if (locus::detail::host_kernels<D>())
-      backend::for_each_index<D>(g.n * g.k, locus::detail::nchw_plane_kernel<T>{yt.data(), pb, out.data(), g.k, g.positions()});
+      backend::for_each_index<D>(g.n * g.k,
+                                 locus::detail::nchw_plane_kernel<T>{yk.data(), pb, out.data(), g.n, g.k, g.positions()});
     else
-      backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yt.data(), pb, g.k, g.positions()},
+      backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yk.data(), pb, g.n, g.k, g.positions()},
                             out.data());
   }
 };
