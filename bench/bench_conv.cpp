@@ -73,6 +73,7 @@ void conv_row(const layer_case& lc, int reps) {
       dcols(patch * rows);
   constexpr int row_major = 101, no_trans = 111, trans = 112;
   const int R = int(rows), K = int(k), P = int(patch);
+  const locus_bench::blas_threads best(backend::host_threads());  // the BLAS's own threads, as it ships
   floor_s = seconds_of(
       [&] {
         cblas_sgemm(row_major, no_trans, no_trans, K, R, P, 1.f, wv.data(), P, cols.data(), R, 0.f, yk.data(), R);

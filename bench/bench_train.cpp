@@ -63,6 +63,7 @@ double blas_floor_seconds(std::size_t steps, int reps) {
   std::vector<float> x(std::size_t(B) * I, 0.5f), w1(std::size_t(I) * H, 0.01f), w2(std::size_t(H) * O, 0.01f),
       h(std::size_t(B) * H), z(std::size_t(B) * O), dz(std::size_t(B) * O, 0.01f), dh(std::size_t(B) * H),
       dw1(std::size_t(I) * H), dw2(std::size_t(H) * O);
+  const locus_bench::blas_threads best(backend::host_threads());  // the BLAS's own threads, as it ships
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = clock_type::now();

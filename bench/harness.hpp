@@ -6,8 +6,35 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+#if defined(__unix__)
+#  include <dlfcn.h>
+#endif
 
 namespace locus_bench {
+
+/// A BLAS floor measured at the BLAS's own best: a pthreads OpenBLAS, which locus sets to one
+/// thread at its first product (its pieces run on locus's pool), gets `threads` threads while this
+/// lives and one again after. Any other BLAS is left as it is.
+class blas_threads {
+public:
+  explicit blas_threads(int threads) {
+#if defined(__unix__)
+    parallel_ = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    set_ = reinterpret_cast<void (*)(int)>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (parallel_ != nullptr && set_ != nullptr && parallel_() == 1) set_(threads);
+#endif
+    (void)threads;
+  }
+  ~blas_threads() {
+    if (parallel_ != nullptr && set_ != nullptr && parallel_() == 1) set_(1);
+  }
+  blas_threads(const blas_threads&) = delete;
+  blas_threads& operator=(const blas_threads&) = delete;
+
+private:
+  int (*parallel_)() = nullptr;
+  void (*set_)(int) = nullptr;
+};
 
 /// Median seconds per call of f(), over `reps` repetitions of enough calls to last ~min_seconds.
 template <class F>

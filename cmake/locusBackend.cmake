@@ -55,6 +55,10 @@ function(locus_create_backend kind)
   # The host pool's threads (backend/pool.hpp).
   find_package(Threads REQUIRED)
   target_link_libraries(locus::_backend INTERFACE Threads::Threads)
+  # dlsym (backend/blas.hpp finds a pthreads OpenBLAS by name): in libc since glibc 2.34, -ldl before.
+  if(CMAKE_DL_LIBS)
+    target_link_libraries(locus::_backend INTERFACE ${CMAKE_DL_LIBS})
+  endif()
   if(kind STREQUAL "cuda")
     # CMake 3.25 believes nvcc 13 defaults to C++20 and omits the flag: spell it out.
     target_compile_options(locus::_backend INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)

@@ -1,6 +1,9 @@
 #include "../common/test_support.hpp"
 
 #include <cmath>
+#if defined(__unix__)
+#  include <dlfcn.h>
+#endif
 #include <vector>
 
 using namespace locus;
@@ -107,6 +110,24 @@ TEST_CASE("matmul at the MLP's shapes", "[ops][matmul]") {
   const auto ref = reference(hx, batch, in, false, hw, in, hidden, false);
   CHECK(locus_test::all_close(h, ref, tol<float>(in)));
 }
+
+#if defined(__unix__) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+TEST_CASE("a pthread-built OpenBLAS runs each of locus's product pieces on its calling thread", "[ops][matmul][blas]") {
+  // Its thread count is process-wide: left at the core count, every piece of a product on the host
+  // pool started OpenBLAS's own threads beside the pool's (sched_yield spinning on shared cores).
+  using get_fn = int (*)();
+  const auto parallel = reinterpret_cast<get_fn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  const auto threads = reinterpret_cast<get_fn>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  tensor<float, cpu, 2> a(shape{64, 64}, 1.f), b(shape{64, 64}, 2.f);
+  auto c = on<cpu>(matmul(a, b));
+  CHECK(c.to_vector()[0] == 128.f);
+  if (parallel == nullptr || threads == nullptr || parallel() != 1) {
+    WARN("the BLAS is not a pthreads OpenBLAS: nothing to check");
+    return;
+  }
+  CHECK(threads() == 1);
+}
+#endif
 
 #if LOCUS_HAS_GPUS
 TEST_CASE("matmul is placed like any expression", "[ops][matmul][placement]") {

@@ -13,6 +13,7 @@
 #include <locus/tensor/half.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -25,6 +26,9 @@
 #endif
 #if defined(_OPENMP)
 #  include <omp.h>
+#endif
+#if defined(__unix__)
+#  include <dlfcn.h>
 #endif
 
 #if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
@@ -119,19 +123,41 @@ void split_product(std::size_t m, std::size_t n, std::size_t k, const Piece& pie
   });
 }
 
-/// The calling thread's OpenMP thread count is 1 while it lives: an OpenMP BLAS (OpenBLAS's Debian
-/// build) then runs the call on this thread instead of starting a team beside locus's pool.
+/// A pthreads OpenBLAS (Debian's default libopenblas.so.0) has one thread count for the whole
+/// process and no per-call setting: left alone, every piece of a product started its own OpenBLAS
+/// threads beside locus's pool (on 2 cores, 4 threads; OpenBLAS's spin with sched_yield: a fifth
+/// of a CNN step in the kernel's scheduler). The first product locus runs sets it to one thread
+/// (found by name at run time, so any other CBLAS is left alone; a statically linked OpenBLAS whose
+/// symbols are not exported is not found and keeps its threads). Relaxed atomics, no static guard:
+/// setting it twice is harmless, and a fork() cannot copy a half-made guard.
+inline std::atomic<bool> openblas_threads_set{false};
+inline void single_threaded_openblas() noexcept {
+#if defined(__unix__) && defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+  if (openblas_threads_set.load(std::memory_order_relaxed)) return;
+  using get_parallel_fn = int (*)();
+  using set_threads_fn = void (*)(int);
+  const auto parallel = reinterpret_cast<get_parallel_fn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  const auto set_threads = reinterpret_cast<set_threads_fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (parallel != nullptr && set_threads != nullptr && parallel() == 1) set_threads(1);  // 1: pthreads, 2: OpenMP
+  openblas_threads_set.store(true, std::memory_order_relaxed);
+#endif
+}
+
+/// The BLAS runs a call on the calling thread while this lives: the calling thread's OpenMP thread
+/// count is 1 (an OpenMP BLAS, as OpenBLAS's openmp build, then starts no team beside locus's
+/// pool), and a pthreads OpenBLAS has been set to one thread (above).
 struct blas_on_this_thread {
 #if defined(_OPENMP)
   int previous = omp_get_max_threads();
   blas_on_this_thread() {
+    single_threaded_openblas();
     if (previous != 1) omp_set_num_threads(1);
   }
   ~blas_on_this_thread() {
     if (previous != 1) omp_set_num_threads(previous);
   }
 #else
-  blas_on_this_thread() = default;  // no OpenMP: nothing to tell the BLAS
+  blas_on_this_thread() { single_threaded_openblas(); }
 #endif
   blas_on_this_thread(const blas_on_this_thread&) = delete;
   blas_on_this_thread& operator=(const blas_on_this_thread&) = delete;
