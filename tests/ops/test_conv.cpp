@@ -9,8 +9,10 @@
 #include <locus/train/layers.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -215,6 +217,46 @@ TEST_CASE("max_pool2d: ties go to the first maximum, NaN is the maximum", "[conv
   CHECK(std::isnan(y.to_vector()[1]));
   const auto g = ad::grad([](const auto& X) { return sum(max_pool2d(X, 2)); }, x).to_vector();
   CHECK(g == std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0});
+}
+
+TEST_CASE("max_pool2d: rows wider than the host's block of windows, ties, signed zeros and NaN anywhere", "[conv]") {
+  // The host sweeps a row of windows tap by tap with selects (blocks of 64 windows); the rule is
+  // still window by window: the first maximum in row-major order, NaN the maximum once seen.
+  const double values[] = {-1.0, 0.0, -0.0, 1.0, std::nan(""), 1.0, 0.0};
+  for (const auto& ws : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 2}, {2, 1}}) {
+    const std::size_t window = ws.first, stride = ws.second;  // (not a structured binding: clang 14 cannot capture one)
+    INFO("window " << window << ", stride " << stride);
+    const std::size_t h = 5, w = 2 * 64 * 2 + 7;
+    std::vector<double> xv(2 * h * w);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = values[(i * 7919 + i / 5) % 7];
+    tensor<double, cpu, 4> x(shape{1, 2, h, w}, xv);
+    const auto y = on<cpu>(max_pool2d(x, {std::int64_t(window), std::int64_t(window)},
+                                      {std::int64_t(stride), std::int64_t(stride)})).to_vector();
+    const auto g = ad::grad([&](const auto& X) {
+                     return sum(max_pool2d(X, {std::int64_t(window), std::int64_t(window)},
+                                           {std::int64_t(stride), std::int64_t(stride)}));
+                   }, x).to_vector();
+    const std::size_t oh = (h - window) / stride + 1, ow = (w - window) / stride + 1;
+    REQUIRE(y.size() == 2 * oh * ow);
+    std::vector<double> expect_g(xv.size(), 0.0);
+    std::size_t mismatches = 0;
+    for (std::size_t c = 0; c < 2; ++c)
+      for (std::size_t oy = 0; oy < oh; ++oy)
+        for (std::size_t ox = 0; ox < ow; ++ox) {
+          std::size_t best = c * h * w + oy * stride * w + ox * stride;
+          for (std::size_t r = 0; r < window; ++r)
+            for (std::size_t q = 0; q < window; ++q) {
+              const std::size_t at = c * h * w + (oy * stride + r) * w + ox * stride + q;
+              const double m = xv[best], v = xv[at];
+              if (m == m && (v != v || v > m)) best = at;
+            }
+          expect_g[best] += 1.0;
+          const double got = y[(c * oh + oy) * ow + ox];
+          if (std::bit_cast<std::uint64_t>(got) != std::bit_cast<std::uint64_t>(xv[best])) ++mismatches;
+        }
+    CHECK(mismatches == 0);
+    CHECK(g == expect_g);
+  }
 }
 
 TEST_CASE("conv2d: one im2col, one product and one writer, logged as Conv2D, fused into its consumer", "[conv]") {

@@ -185,16 +185,18 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
 }
 
 /// f(i) for i in [0, n), on device D: a kernel with several outputs (f writes through pointers it
-/// holds). f must be trivially copyable and, for GPUs, callable on the device.
+/// holds). f must be trivially copyable and, for GPUs, callable on the device. `work_each`: about how
+/// many elements one f(i) touches (a plane, a row), for the host's choice between a plain loop and
+/// the pool: it runs in parallel when n * work_each reaches serial_threshold.
 template <device D, class F>
-void for_each_index(std::size_t n, const F& f) {
+void for_each_index(std::size_t n, const F& f, std::size_t work_each = 1) {
   const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
   if (n == 0) return;
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
   if constexpr (runs_on_host<D>) {
-    detail::host_for_each(n, f, n >= serial_threshold);
+    detail::host_for_each(n, f, n > 1 && double(n) * double(work_each) >= double(serial_threshold));
   } else {
 #if LOCUS_HAS_CUDA
     cuda::device_guard guard(reg.physical_of(d.index), d);

@@ -31,6 +31,7 @@
 #include <locus/placement/on.hpp>
 #include <locus/tensor/tensor.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -382,7 +383,7 @@ struct im2col_plane_kernel {
 template <class T, device D>
 void im2col(const T* x, T* cols, const conv_geometry& g) {
   if (host_kernels<D>())
-    backend::for_each_index<D>(g.n * g.c, im2col_plane_kernel<T>{x, cols, g});
+    backend::for_each_index<D>(g.n * g.c, im2col_plane_kernel<T>{x, cols, g}, g.r * g.s * g.positions());
   else
     backend::transform<D>(g.n * g.positions() * g.patch(), im2col_kernel<T>{x, g}, cols);
 }
@@ -452,6 +453,44 @@ struct col2im_plane_kernel {
   }
 };
 
+/// take ? x : y through masks on the bits (float, double or an unsigned index).
+template <class V>
+LOCUS_HOST_DEVICE inline V masked_select(bool take, V x, V y) {
+  using U = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
+  static_assert(sizeof(V) == sizeof(U), "locus: masked_select takes 4- or 8-byte values");
+  const U m = U(0) - static_cast<U>(take);
+  return std::bit_cast<V>(static_cast<U>((std::bit_cast<U>(x) & m) | (std::bit_cast<U>(y) & ~m)));
+}
+
+/// Host pooling works on blocks of this many windows of one output row.
+inline constexpr std::size_t row_block = 64;
+
+/// The first maximum (NaN wins) of the windows [ox0, ox0 + m) of output row oy (m <= row_block):
+/// its offset in the plane into at[], its value into best[]. The same comparisons in the same order
+/// as window_argmax, but tap by tap across the row with selects instead of branches (which of a
+/// window's elements is largest is data, and mispredicted branches cost more than the loads).
+template <class T>
+LOCUS_HOST_DEVICE inline void row_argmax(const T* plane, const pool_geometry& g, std::size_t oy, std::size_t ox0,
+                                         std::size_t m, std::size_t* at, T* best) {
+  for (std::size_t j = 0; j < m; ++j) {
+    at[j] = oy * g.sh * g.w + (ox0 + j) * g.sw;
+    best[j] = plane[at[j]];
+  }
+  for (std::size_t r = 0; r < g.wh; ++r)
+    for (std::size_t s = 0; s < g.ww; ++s) {
+      const std::size_t base = (oy * g.sh + r) * g.w + ox0 * g.sw + s;
+      for (std::size_t j = 0; j < m; ++j) {
+        const std::size_t a = base + j * g.sw;
+        const T v = plane[a], b = best[j];
+        // NaN sticks once seen; ties keep the first. Selected through masks: no branch to mispredict
+        // (compilers turn `take ? v : b` of floats into one).
+        const bool take = (b == b) & ((v != v) | (v > b));
+        best[j] = masked_select(take, v, b);
+        at[j] = masked_select(take, a, at[j]);
+      }
+    }
+}
+
 /// Pooling of one plane: task (n, c).
 template <class T, bool Max>
 struct pool_plane_kernel {
@@ -461,8 +500,19 @@ struct pool_plane_kernel {
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
     const T* px = x + plane * g.h * g.w;
     T* py = y + plane * g.oh * g.ow;
-    for (std::size_t oy = 0; oy < g.oh; ++oy)
-      for (std::size_t ox = 0; ox < g.ow; ++ox) py[oy * g.ow + ox] = window_value<Max>(px, g, oy, ox);
+    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+      if constexpr (Max) {
+        for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
+          const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
+          std::size_t at[row_block];
+          T best[row_block];
+          row_argmax(px, g, oy, ox0, m, at, best);
+          for (std::size_t j = 0; j < m; ++j) py[oy * g.ow + ox0 + j] = best[j];
+        }
+      } else {
+        for (std::size_t ox = 0; ox < g.ow; ++ox) py[oy * g.ow + ox] = window_value<Max>(px, g, oy, ox);
+      }
+    }
   }
 };
 
@@ -479,16 +529,23 @@ struct pool_plane_backward_kernel {
     T* pdx = dx + plane * g.h * g.w;
     for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
     const T area = static_cast<T>(g.wh * g.ww);
-    for (std::size_t oy = 0; oy < g.oh; ++oy)
-      for (std::size_t ox = 0; ox < g.ow; ++ox) {
-        const T d = pdy[oy * g.ow + ox];
-        if constexpr (Max) {
-          pdx[window_argmax(px, g, oy, ox)] += d;
-        } else {
+    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+      if constexpr (Max) {
+        for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
+          const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
+          std::size_t at[row_block];
+          T best[row_block];
+          row_argmax(px, g, oy, ox0, m, at, best);
+          for (std::size_t j = 0; j < m; ++j) pdx[at[j]] += pdy[oy * g.ow + ox0 + j];
+        }
+      } else {
+        for (std::size_t ox = 0; ox < g.ow; ++ox) {
+          const T d = pdy[oy * g.ow + ox];
           for (std::size_t r = 0; r < g.wh; ++r)
             for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
         }
       }
+    }
   }
 };
 
@@ -525,7 +582,8 @@ conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, cons
   conv_gradients<T, D> out;
   auto gk = tensor<T, D, 2>::uninitialized_of(shape{geo.k, np});  // g as [K, N P]
   if (host_kernels<D>())
-    backend::for_each_index<D>(geo.n * geo.k, rows_plane_kernel<T>{g, gk.data(), geo.n, geo.k, geo.positions()});
+    backend::for_each_index<D>(geo.n * geo.k, rows_plane_kernel<T>{g, gk.data(), geo.n, geo.k, geo.positions()},
+                               geo.positions());
   else
     backend::transform<D>(gk.size(), rows_from_nchw_kernel<T>{g, geo.n, geo.k, geo.positions()}, gk.data());
   if (want_dw) {  // dW [K, CRS] = g [K, N P] cols^T
@@ -539,7 +597,8 @@ conv_gradients<T, D> conv2d_backward_on(const T* x, const T* w, const T* g, cons
     backend::gemm<D>(true, false, patch, np, geo.k, T(1), w, patch, gk.data(), np, T(0), dcols.data(), np);
     out.dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
     if (host_kernels<D>())
-      backend::for_each_index<D>(geo.n * geo.c, col2im_plane_kernel<T>{dcols.data(), out.dx.data(), geo});
+      backend::for_each_index<D>(geo.n * geo.c, col2im_plane_kernel<T>{dcols.data(), out.dx.data(), geo},
+                                 geo.r * geo.s * geo.positions() + geo.h * geo.w);
     else
       backend::transform<D>(out.dx.size(), col2im_kernel<T>{dcols.data(), geo}, out.dx.data());
   }
@@ -551,7 +610,7 @@ template <class T, bool Max, device D>
 tensor<T, D, 4> pool_backward_on(const T* x, const T* dy, const pool_geometry& geo) {
   auto dx = tensor<T, D, 4>::uninitialized_of(shape{geo.n, geo.c, geo.h, geo.w});
   if (host_kernels<D>())
-    backend::for_each_index<D>(geo.n * geo.c, pool_plane_backward_kernel<T, Max>{x, dy, dx.data(), geo});
+    backend::for_each_index<D>(geo.n * geo.c, pool_plane_backward_kernel<T, Max>{x, dy, dx.data(), geo}, geo.h * geo.w);
   else
     backend::transform<D>(dx.size(), pool_backward_kernel<T, Max>{x, dy, geo}, dx.data());
   return dx;
@@ -622,7 +681,8 @@ struct conv2d_expr {
     backend::gemm<D>(false, false, g.k, np, patch, T(1), w.kernel().p, patch, cols.data(), np, T(0), yk.data(), np);
     if (locus::detail::host_kernels<D>())
       backend::for_each_index<D>(g.n * g.k,
-                                 locus::detail::nchw_plane_kernel<T>{yk.data(), pb, out.data(), g.n, g.k, g.positions()});
+                                 locus::detail::nchw_plane_kernel<T>{yk.data(), pb, out.data(), g.n, g.k, g.positions()},
+                                 g.positions());
     else
       backend::transform<D>(out.size(), locus::detail::nchw_from_rows_kernel<T>{yk.data(), pb, g.n, g.k, g.positions()},
                             out.data());
@@ -664,7 +724,8 @@ struct pool2d_expr {
     constexpr bool is_max = std::is_same_v<Op, ops::max_pool2d>;
     if (locus::detail::host_kernels<D>())
       backend::for_each_index<D>(geometry.n * geometry.c,
-                                 locus::detail::pool_plane_kernel<value_type, is_max>{x.kernel().p, out.data(), geometry});
+                                 locus::detail::pool_plane_kernel<value_type, is_max>{x.kernel().p, out.data(), geometry},
+                                 geometry.h * geometry.w);
     else
       backend::transform<D>(out.size(), locus::detail::pool_kernel<value_type, is_max>{x.kernel().p, geometry},
                             out.data());

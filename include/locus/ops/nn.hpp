@@ -128,7 +128,8 @@ template <class T, device D, class L>
   // The host sums each row's exponentials in double (as the host reductions do).
   using acc = std::conditional_t<backend::runs_on_host<D> && std::is_same_v<T, float>, double, T>;
   backend::for_each_index<D>(rows, detail::softmax_xent_row<T, L, acc>{z.data(), labels.data(), grad.data(),
-                                                                       row_loss.data(), classes, T(rows)});
+                                                                       row_loss.data(), classes, T(rows)},
+                             classes);
   auto loss = on<D>(mean(row_loss));
   return {std::move(loss), std::move(grad)};
 }
