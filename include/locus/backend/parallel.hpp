@@ -189,7 +189,7 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
 /// many elements one f(i) touches (a plane, a row), for the host's choice between a plain loop and
 /// the pool: it runs in parallel when n * work_each reaches serial_threshold.
 template <device D, class F>
-void for_each_index(std::size_t n, const F& f, std::size_t work_each = 1) {
+void for_each_index(std::size_t n, const F& f, [[maybe_unused]] std::size_t work_each = 1) {
   const device_id d = id_of<D>;
   auto& reg = registry::instance();
   reg.require(d);
