@@ -343,6 +343,27 @@ LOCUS_HOST_DEVICE inline void tap_span(std::int64_t offset, std::size_t stride, 
   if (hi < lo) hi = lo;
 }
 
+/// The walk im2col and col2im share: for each tap (r, s) of channel c of image n, in order, and each
+/// output row oy, f(col, y, lo, hi, xoff) with col the offset of that row of outputs in the
+/// [C R S, N P] columns, y the input row it reads (-1 in the padding), [lo, hi) the outputs whose
+/// input column ox sw + xoff is inside the row.
+template <class F>
+LOCUS_HOST_DEVICE inline void for_each_tap_row(const conv_geometry& g, std::size_t n, std::size_t c, const F& f) {
+  const std::size_t np = g.n * g.positions();
+  const auto h = static_cast<std::int64_t>(g.h);
+  for (std::size_t r = 0; r < g.r; ++r)
+    for (std::size_t s = 0; s < g.s; ++s) {
+      const std::size_t col = ((c * g.r + r) * g.s + s) * np + n * g.positions();
+      const std::int64_t xoff = static_cast<std::int64_t>(s * g.dw) - static_cast<std::int64_t>(g.pw);
+      std::size_t lo = 0, hi = 0;
+      tap_span(xoff, g.sw, g.w, g.ow, lo, hi);
+      for (std::size_t oy = 0; oy < g.oh; ++oy) {
+        const std::int64_t y = static_cast<std::int64_t>(oy * g.sh + r * g.dh) - static_cast<std::int64_t>(g.ph);
+        f(col + oy * g.ow, y < 0 || y >= h ? std::int64_t(-1) : y, lo, hi, xoff);
+      }
+    }
+}
+
 /// cols[(c, r, s), n P + :] for every tap of channel c of image n: task (n, c). Each output row of a
 /// tap is a run of input elements (contiguous at stride 1) between runs of padding zeros.
 template <class T>
@@ -351,31 +372,23 @@ struct im2col_plane_kernel {
   T* cols;
   conv_geometry g;
   LOCUS_HOST_DEVICE void operator()(std::size_t task) const {
-    const std::size_t n = task / g.c, c = task % g.c, np = g.n * g.positions();
     const T* plane = x + task * g.h * g.w;
-    const auto h = static_cast<std::int64_t>(g.h);
-    for (std::size_t r = 0; r < g.r; ++r)
-      for (std::size_t s = 0; s < g.s; ++s) {
-        T* out = cols + ((c * g.r + r) * g.s + s) * np + n * g.positions();
-        const std::int64_t xoff = static_cast<std::int64_t>(s * g.dw) - static_cast<std::int64_t>(g.pw);
-        std::size_t lo = 0, hi = 0;
-        tap_span(xoff, g.sw, g.w, g.ow, lo, hi);
-        for (std::size_t oy = 0; oy < g.oh; ++oy, out += g.ow) {
-          const std::int64_t y = static_cast<std::int64_t>(oy * g.sh + r * g.dh) - static_cast<std::int64_t>(g.ph);
-          if (y < 0 || y >= h) {
-            for (std::size_t ox = 0; ox < g.ow; ++ox) out[ox] = T(0);
-            continue;
-          }
-          const T* in = plane + std::size_t(y) * g.w;
-          for (std::size_t ox = 0; ox < lo; ++ox) out[ox] = T(0);
-          if (g.sw == 1) {
-            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox) + xoff];
-          } else {
-            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox * g.sw) + xoff];
-          }
-          for (std::size_t ox = hi; ox < g.ow; ++ox) out[ox] = T(0);
-        }
-      }
+    for_each_tap_row(g, task / g.c, task % g.c,
+                     [&](std::size_t col, std::int64_t y, std::size_t lo, std::size_t hi, std::int64_t xoff) {
+                       T* out = cols + col;
+                       if (y < 0) {
+                         for (std::size_t ox = 0; ox < g.ow; ++ox) out[ox] = T(0);
+                         return;
+                       }
+                       const T* in = plane + std::size_t(y) * g.w;
+                       for (std::size_t ox = 0; ox < lo; ++ox) out[ox] = T(0);
+                       if (g.sw == 1) {
+                         for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox) + xoff];
+                       } else {
+                         for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[std::int64_t(ox * g.sw) + xoff];
+                       }
+                       for (std::size_t ox = hi; ox < g.ow; ++ox) out[ox] = T(0);
+                     });
   }
 };
 
@@ -429,27 +442,19 @@ struct col2im_plane_kernel {
   T* dx;
   conv_geometry g;
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
-    const std::size_t n = plane / g.c, c = plane % g.c, np = g.n * g.positions();
     T* out = dx + plane * g.h * g.w;
     for (std::size_t i = 0; i < g.h * g.w; ++i) out[i] = T(0);
-    const auto h = static_cast<std::int64_t>(g.h);
-    for (std::size_t r = 0; r < g.r; ++r)
-      for (std::size_t s = 0; s < g.s; ++s) {
-        const T* in = dcols + ((c * g.r + r) * g.s + s) * np + n * g.positions();
-        const std::int64_t xoff = static_cast<std::int64_t>(s * g.dw) - static_cast<std::int64_t>(g.pw);
-        std::size_t lo = 0, hi = 0;
-        tap_span(xoff, g.sw, g.w, g.ow, lo, hi);
-        for (std::size_t oy = 0; oy < g.oh; ++oy, in += g.ow) {
-          const std::int64_t y = static_cast<std::int64_t>(oy * g.sh + r * g.dh) - static_cast<std::int64_t>(g.ph);
-          if (y < 0 || y >= h) continue;
-          T* row = out + std::size_t(y) * g.w;
-          if (g.sw == 1) {
-            for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox) + xoff] += in[ox];
-          } else {
-            for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox * g.sw) + xoff] += in[ox];
-          }
-        }
-      }
+    for_each_tap_row(g, plane / g.c, plane % g.c,
+                     [&](std::size_t col, std::int64_t y, std::size_t lo, std::size_t hi, std::int64_t xoff) {
+                       if (y < 0) return;
+                       const T* in = dcols + col;
+                       T* row = out + std::size_t(y) * g.w;
+                       if (g.sw == 1) {
+                         for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox) + xoff] += in[ox];
+                       } else {
+                         for (std::size_t ox = lo; ox < hi; ++ox) row[std::int64_t(ox * g.sw) + xoff] += in[ox];
+                       }
+                     });
   }
 };
 
@@ -491,6 +496,20 @@ LOCUS_HOST_DEVICE inline void row_argmax(const T* plane, const pool_geometry& g,
     }
 }
 
+/// f(o, at, value) for every window o = oy ow + ox of the plane, in order: the offset and the value of
+/// its first maximum (row_argmax, a block of windows at a time).
+template <class T, class F>
+LOCUS_HOST_DEVICE inline void for_each_window_max(const T* plane, const pool_geometry& g, const F& f) {
+  for (std::size_t oy = 0; oy < g.oh; ++oy)
+    for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
+      const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
+      std::size_t at[row_block];
+      T best[row_block];
+      row_argmax(plane, g, oy, ox0, m, at, best);
+      for (std::size_t j = 0; j < m; ++j) f(oy * g.ow + ox0 + j, at[j], best[j]);
+    }
+}
+
 /// Pooling of one plane: task (n, c).
 template <class T, bool Max>
 struct pool_plane_kernel {
@@ -500,18 +519,11 @@ struct pool_plane_kernel {
   LOCUS_HOST_DEVICE void operator()(std::size_t plane) const {
     const T* px = x + plane * g.h * g.w;
     T* py = y + plane * g.oh * g.ow;
-    for (std::size_t oy = 0; oy < g.oh; ++oy) {
-      if constexpr (Max) {
-        for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
-          const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
-          std::size_t at[row_block];
-          T best[row_block];
-          row_argmax(px, g, oy, ox0, m, at, best);
-          for (std::size_t j = 0; j < m; ++j) py[oy * g.ow + ox0 + j] = best[j];
-        }
-      } else {
+    if constexpr (Max) {
+      for_each_window_max(px, g, [&](std::size_t o, std::size_t, T v) { py[o] = v; });
+    } else {
+      for (std::size_t oy = 0; oy < g.oh; ++oy)
         for (std::size_t ox = 0; ox < g.ow; ++ox) py[oy * g.ow + ox] = window_value<Max>(px, g, oy, ox);
-      }
     }
   }
 };
@@ -528,23 +540,16 @@ struct pool_plane_backward_kernel {
     const T* pdy = dy + plane * g.oh * g.ow;
     T* pdx = dx + plane * g.h * g.w;
     for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
-    const T area = static_cast<T>(g.wh * g.ww);
-    for (std::size_t oy = 0; oy < g.oh; ++oy) {
-      if constexpr (Max) {
-        for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
-          const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
-          std::size_t at[row_block];
-          T best[row_block];
-          row_argmax(px, g, oy, ox0, m, at, best);
-          for (std::size_t j = 0; j < m; ++j) pdx[at[j]] += pdy[oy * g.ow + ox0 + j];
-        }
-      } else {
+    if constexpr (Max) {
+      for_each_window_max(px, g, [&](std::size_t o, std::size_t at, T) { pdx[at] += pdy[o]; });
+    } else {
+      const T area = static_cast<T>(g.wh * g.ww);
+      for (std::size_t oy = 0; oy < g.oh; ++oy)
         for (std::size_t ox = 0; ox < g.ow; ++ox) {
           const T d = pdy[oy * g.ow + ox];
           for (std::size_t r = 0; r < g.wh; ++r)
             for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
         }
-      }
     }
   }
 };
