@@ -78,44 +78,24 @@ struct lane_ops {
   }
 };
 
-/// One block of a serial reduction (max, min, argmax, ...) with 16 independent lanes (several
-/// vector registers busy instead of one add chain).
-template <class K, class R>
+/// One block of a serial reduction with Lanes independent lanes, each its own sequential reduction,
+/// folded pairwise at the end: several vector registers busy instead of one chain bound by the
+/// operation's latency (a sum of 4096 floats 2-5x faster), and an order fixed by the block's bounds
+/// alone (no reassociation is needed, so the bits do not depend on the vector width). Sums take 32
+/// lanes, the others (max, min, argmax, ...) 16. No `omp simd`: an exception may not leave a simd
+/// loop (GCC and clang call std::terminate), and a map() functor inside a reduction may throw.
+template <std::size_t Lanes, class K, class R>
 auto reduce_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
-  constexpr std::size_t lanes = 16;
-  decltype(ops.identity()) a[lanes];
-  for (auto& x : a) x = ops.identity();
-  std::size_t i = b;
-  for (; i + lanes <= e; i += lanes) {
-    decltype(ops.identity()) v[lanes];
-    for (std::size_t j = 0; j < lanes; ++j) v[j] = ops.lift(k(i + j), i + j);
-    for (std::size_t j = 0; j < lanes; ++j) a[j] = ops.combine(a[j], v[j]);
-  }
-  for (std::size_t j = 0; i < e; ++i, ++j) a[j] = ops.combine(a[j], ops.lift(k(i), i));
-  for (std::size_t w = lanes / 2; w > 0; w /= 2)
-    for (std::size_t j = 0; j < w; ++j) a[j] = ops.combine(a[j], a[j + w]);
-  return a[0];
-}
-
-/// A block of a sum: 32 lanes, each step one loop over them that GCC and clang vectorise into
-/// several vector registers of partial sums (one accumulator is one add chain, bound by the add's
-/// latency: 2-5x slower on 4096 floats). Each lane is its own sum, so no reassociation is needed;
-/// the lanes are folded pairwise at the end and the order is fixed by the block's bounds alone.
-/// No `omp simd` here: an exception may not leave a simd loop (GCC and clang call std::terminate),
-/// and a map() functor inside a sum may throw.
-template <class K, class R>
-auto sum_block(const K& k, const lane_ops<R>& ops, std::size_t b, std::size_t e) {
   using L = decltype(ops.identity());
-  constexpr std::size_t lanes = 32;
-  L a[lanes];
+  L a[Lanes];
   for (auto& x : a) x = ops.identity();
   std::size_t i = b;
-  for (; e - i >= lanes; i += lanes)
-    for (std::size_t j = 0; j < lanes; ++j) a[j] += ops.lift(k(i + j), i + j);
-  const std::size_t rest = e - i;  // < lanes
-  for (std::size_t j = 0; j < rest && j < lanes; ++j) a[j] += ops.lift(k(i + j), i + j);
-  for (std::size_t w = lanes / 2; w > 0; w /= 2)
-    for (std::size_t j = 0; j < w; ++j) a[j] += a[j + w];
+  for (; e - i >= Lanes; i += Lanes)
+    for (std::size_t j = 0; j < Lanes; ++j) a[j] = ops.combine(a[j], ops.lift(k(i + j), i + j));
+  const std::size_t rest = e - i;  // < Lanes
+  for (std::size_t j = 0; j < rest && j < Lanes; ++j) a[j] = ops.combine(a[j], ops.lift(k(i + j), i + j));
+  for (std::size_t w = Lanes / 2; w > 0; w /= 2)
+    for (std::size_t j = 0; j < w; ++j) a[j] = ops.combine(a[j], a[j + w]);
   return a[0];
 }
 
@@ -129,8 +109,8 @@ auto serial_reduce(const K& kernel, const R& r, std::size_t first, std::size_t l
   auto total = r.identity();
   for (std::size_t b = first; b < last; b += block) {
     const std::size_t e = std::min(last, b + block);
-    if constexpr (requires { R::additive; }) total = ops.fold(total, sum_block(k, ops, b, e));
-    else total = ops.fold(total, reduce_block(k, ops, b, e));
+    constexpr std::size_t lanes = requires { R::additive; } ? 32 : 16;
+    total = ops.fold(total, reduce_block<lanes>(k, ops, b, e));
   }
   return total;
 }
