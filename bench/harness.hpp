@@ -1,14 +1,13 @@
 #pragma once
 // A small benchmark harness: the median of repeated timings, each repetition long enough to be
 // measured, printed side by side as a table with ratios. Benchmarks are not tests: they print.
+#include <locus/backend/blas.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-#if defined(__unix__)
-#  include <dlfcn.h>
-#endif
 
 namespace locus_bench {
 
@@ -17,23 +16,17 @@ namespace locus_bench {
 /// lives and one again after. Any other BLAS is left as it is.
 class blas_threads {
 public:
-  explicit blas_threads(int threads) {
-#if defined(__unix__)
-    parallel_ = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
-    set_ = reinterpret_cast<void (*)(int)>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    if (parallel_ != nullptr && set_ != nullptr && parallel_() == 1) set_(threads);
-#endif
-    (void)threads;
+  explicit blas_threads(int threads) : set_(locus::backend::detail::pthreads_openblas_threads()) {
+    if (set_ != nullptr) set_(threads);
   }
   ~blas_threads() {
-    if (parallel_ != nullptr && set_ != nullptr && parallel_() == 1) set_(1);
+    if (set_ != nullptr) set_(1);
   }
   blas_threads(const blas_threads&) = delete;
   blas_threads& operator=(const blas_threads&) = delete;
 
 private:
-  int (*parallel_)() = nullptr;
-  void (*set_)(int) = nullptr;
+  locus::backend::detail::openblas_threads_fn set_;
 };
 
 /// Median seconds per call of f(), over `reps` repetitions of enough calls to last ~min_seconds.

@@ -130,15 +130,22 @@ void split_product(std::size_t m, std::size_t n, std::size_t k, const Piece& pie
 /// (found by name at run time, so any other CBLAS is left alone; a statically linked OpenBLAS whose
 /// symbols are not exported is not found and keeps its threads). Relaxed atomics, no static guard:
 /// setting it twice is harmless, and a fork() cannot copy a half-made guard.
+using openblas_threads_fn = void (*)(int);
+/// openblas_set_num_threads when the process's BLAS is a pthreads OpenBLAS (openblas_get_parallel()
+/// is 1; 2 is its OpenMP build), else null.
+inline openblas_threads_fn pthreads_openblas_threads() noexcept {
+#if defined(__unix__)
+  const auto parallel = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  const auto set_threads = reinterpret_cast<openblas_threads_fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (parallel != nullptr && set_threads != nullptr && parallel() == 1) return set_threads;
+#endif
+  return nullptr;
+}
 inline std::atomic<bool> openblas_threads_set{false};
 inline void single_threaded_openblas() noexcept {
-#if defined(__unix__) && defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
+#if defined(LOCUS_HAS_CBLAS) && LOCUS_HAS_CBLAS && !defined(LOCUS_NO_BLAS)
   if (openblas_threads_set.load(std::memory_order_relaxed)) return;
-  using get_parallel_fn = int (*)();
-  using set_threads_fn = void (*)(int);
-  const auto parallel = reinterpret_cast<get_parallel_fn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
-  const auto set_threads = reinterpret_cast<set_threads_fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (parallel != nullptr && set_threads != nullptr && parallel() == 1) set_threads(1);  // 1: pthreads, 2: OpenMP
+  if (const auto set_threads = pthreads_openblas_threads()) set_threads(1);
   openblas_threads_set.store(true, std::memory_order_relaxed);
 #endif
 }
