@@ -526,7 +526,7 @@ TEST_CASE("mean_loss: the loss in evaluation mode, dropout off, nothing drawn", 
   const double first = dropping.mean_loss(test);
   CHECK(first == dropping.mean_loss(test));
   CHECK(std::abs(first - plain.mean_loss(test)) < 1e-6);
-  CHECK(dropping.replicas().replica<0>().draws() == 0);
+  CHECK(dropping.replicas().draws() == std::vector<std::uint64_t>{0});
   // A model without loss(p, x, y) whose loss_and_grad takes no stream: its loss_and_grad's value,
   // the mean over rows (300 rows: batches of 1000 and less weigh by their rows).
   const mlp<float> net({16, 8, 4}, 3);

@@ -257,7 +257,8 @@ TEST_CASE("sync_average with adamw on two GPUs and on a cpu + GPU keeps every re
   mixed.fit(data, quiet(2, 64));
   auto same = [](auto& trainer) {
     auto& s = trainer.replicas();
-    CHECK(to_host(s.template replica<0>().parameters()) == to_host(s.template replica<1>().parameters()));
+    const auto p0 = s.at(0, [](auto& r) { return to_host(r.model().parameters()); });
+    CHECK(p0 == s.at(1, [](auto& r) { return to_host(r.model().parameters()); }));
     const auto states = s.states_host();
     REQUIRE(states.size() == 2);
     CHECK(states[0].size() == 2 * s.parameter_count());

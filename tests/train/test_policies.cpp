@@ -29,18 +29,20 @@ struct first_device_only {
   template <class Set>
   void run(fit_context<Set>& c) const {
     auto& s = c.replicas;
-    auto& r = s.template replica<0>();
     std::size_t step = 0;
-    for (std::size_t epoch = 0; epoch < c.options.epochs; ++epoch) {
-      const auto order = data::shuffled(c.data.size(), c.options.seed, epoch);
-      for (std::size_t first = 0; first + c.options.batch <= c.data.size() && step < c.total_steps;
-           first += c.options.batch) {
-        auto [x, y] = data::gather<typename Set::home_device>(c.data, order, first, c.options.batch);
-        const double loss = r.loss_and_grad(x, y);
-        s.template step<0>(c.lr(step), r.gradients());
-        c.step_done(++step, epoch, loss);
+    s.home([&](auto& r) {
+      using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+      for (std::size_t epoch = 0; epoch < c.options.epochs; ++epoch) {
+        const auto order = data::shuffled(c.data.size(), c.options.seed, epoch);
+        for (std::size_t first = 0; first + c.options.batch <= c.data.size() && step < c.total_steps;
+             first += c.options.batch) {
+          auto [x, y] = data::gather<D>(c.data, order, first, c.options.batch);
+          const double loss = r.model().loss_and_grad(x, y);
+          r.step(c.lr(step), r.model().gradients());
+          c.step_done(++step, epoch, loss);
+        }
       }
-    }
+    });
     s.set_parameters(s.parameters());
   }
 };
@@ -297,7 +299,6 @@ struct clipped_average {
 
   template <class Set>
   void run(locus::train::fit_context<Set>& c) const {
-    using H = typename Set::home_device;
     auto& s = c.replicas;
     const std::size_t n = s.parameter_count(), batch = c.options.batch, per_epoch = c.data.size() / batch;
     const float mean = 1.f / float(s.replica_count());
@@ -306,24 +307,25 @@ struct clipped_average {
     for (std::size_t step = c.resumed_from; step < c.total_steps; ++step) {
       const std::size_t epoch = step / per_epoch, first = step % per_epoch * batch;
       if (order.empty() || first == 0) order = locus::data::shuffled(c.data.size(), c.options.seed, epoch);
-      std::array<double, Set::device_count> losses{};
-      s.run([&](auto i) {  // each replica: the gradient of its shard of the batch, into its flat buffer
-        using D = typename Set::template device_at<i>;
-        auto& r = s.template replica<i>();
-        const auto mine = locus::data::shard_of(first, batch, s.first_replica() + i, s.replica_count());
+      std::vector<double> losses(s.device_count());
+      s.run([&](auto& r) {  // each replica: the gradient of its shard of the batch, into its flat buffer
+        using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+        const auto mine = locus::data::shard_of(first, batch, s.first_replica() + r.index(), s.replica_count());
         auto [x, y] = locus::data::gather<D>(c.data, order, mine.first, mine.count);
-        losses[i] = r.loss_and_grad(x, y);
-        r.pack_gradients(locus::tensor_view<float, D, 1>(s.template buffer<i>().data(), locus::shape{n}));
+        losses[r.index()] = r.model().loss_and_grad(x, y);
+        r.model().pack_gradients(locus::tensor_view<float, D, 1>(r.buffer().data(), locus::shape{n}));
       });
       s.comm().all_reduce_sum(s.buffers(n));  // every buffer now holds the sum of the gradients
-      const locus::tensor_view<const float, H, 1> sum(s.template buffer<0>().data(), locus::shape{n});
-      const double norm = mean * std::sqrt(Set::template squared_norm<H>(std::vector{sum}));
+      const double norm = s.home([&](auto& h) {  // the norm of the mean, on the first device
+        using H = typename std::remove_cvref_t<decltype(h)>::device_type;
+        const locus::tensor_view<const float, H, 1> sum(h.buffer().data(), locus::shape{n});
+        return mean * std::sqrt(Set::template squared_norm<H>(std::vector{sum}));
+      });
       const float clip = max_norm > 0 && norm > max_norm ? float(max_norm / norm) : 1.f;
-      s.run([&](auto i) {  // the same step on every replica: the sum, scaled to the clipped mean
-        using D = typename Set::template device_at<i>;
-        const auto& r = s.template replica<i>();
-        const auto grads = locus::train::segments<const float, D>(s.template buffer<i>().data(), r.parameters());
-        s.template step<i>(c.lr(step), grads, mean * clip);
+      s.run([&](auto& r) {  // the same step on every replica: the sum, scaled to the clipped mean
+        using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+        r.step(c.lr(step), locus::train::segments<const float, D>(r.buffer().data(), r.model().parameters()),
+               mean * clip);
       });
       double loss = 0;
       for (double l : losses) loss += l * mean;

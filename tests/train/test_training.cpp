@@ -428,7 +428,7 @@ TEST_CASE("replica threads stay across steps, run every part once per step and r
 
 // Item 5: the finiteness test reads the largest magnitude, not a float sum that overflows.
 TEST_CASE("a gradient of large finite elements is finite, with NaN or infinity it is not", "[train][faults]") {
-  using set = replica_set<dist::in_process, cpu>;
+  using set = replica_set_for<dist::in_process, cpu>;
   std::vector<float> big(32, 2e38f);
   const std::vector<tensor_view<const float, cpu, 1>> views{tensor_view<const float, cpu, 1>(big.data(), shape{32})};
   CHECK(set::all_finite<cpu>(views));

@@ -25,12 +25,16 @@
 // Errors are thrown as locus::error (config_error for a setup the communicator cannot serve).
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
+#include <locus/errors.hpp>
 #include <locus/tensor/tensor.hpp>
 
 #include <concepts>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace locus::dist {
 
@@ -69,6 +73,119 @@ concept one_sided = requires(G& g, float* p, const float* q, std::size_t n, cons
   g.open_window(p, n)->add(q);
   g.require_threads("");
   g.abort(m);
+};
+
+/// One replica's flat buffer, its device known at run time: what the trainer's code below the
+/// typed surface hands its communicator (any_group).
+struct buffer_ref {
+  device_id device;
+  float* data = nullptr;
+  std::size_t size = 0;
+};
+using buffer_list = std::vector<buffer_ref>;
+
+/// A communicator's one-sided window, its type erased (any_group::open_window).
+class any_window {
+public:
+  virtual ~any_window() = default;
+  virtual void read(float* dst) = 0;
+  virtual void add(const float* delta) = 0;
+};
+
+/// A communicator group as the trainer's code sees it below the typed surface: the same members
+/// (see the list at the top) over buffers whose devices are known at run time, so that the
+/// policies and the replica set are compiled once per kind of device, not once per device list.
+/// Spans and OneSided are the group's G::spans_processes and one_sided<G>; group_adapter<G, Ds...>
+/// implements it over a typed group G of the devices Ds... (the buffers are handed to G as
+/// buffers<Ds...>, in order).
+template <bool Spans, bool OneSided>
+class any_group {
+public:
+  static constexpr bool spans_processes = Spans;
+  static constexpr bool has_window = OneSided;
+  any_group() = default;
+  any_group(const any_group&) = delete;
+  any_group& operator=(const any_group&) = delete;
+  virtual ~any_group() = default;
+
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  [[nodiscard]] virtual std::string name() const = 0;
+  virtual void all_reduce_sum(const buffer_list& b) = 0;
+  virtual void broadcast(const buffer_list& b) = 0;
+  virtual void sum_host(float* p, std::size_t n) = 0;
+  virtual void broadcast_host(float* p, std::size_t n) = 0;
+  virtual void barrier() = 0;
+  virtual std::string first_failure(const std::string& mine) = 0;
+  /// One-sided groups only (OneSided; dist::mpi): see the concept one_sided.
+  virtual std::unique_ptr<any_window> open_window(float* home, std::size_t n) = 0;
+  virtual void require_threads(const char* what) = 0;
+  [[noreturn]] virtual void abort(const std::string& message) = 0;
+};
+
+namespace detail {
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_buffer_count(std::size_t given, std::size_t devices);
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_not_one_sided(const std::string& name);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void throw_buffer_count(std::size_t given, std::size_t devices) {
+  throw config_error("locus: communicator: " + std::to_string(given) + " buffers for a group of " +
+                     std::to_string(devices) + " devices (one per replica, in the group's order)");
+}
+LOCUS_RUNTIME_INLINE void throw_not_one_sided(const std::string& name) {
+  throw config_error("locus: communicator " + name + " has no one-sided window (dist::mpi has)");
+}
+#endif
+}  // namespace detail
+
+/// any_group over the typed group G of the devices Ds... (default-constructed here).
+template <class G, class... Ds>
+  requires communicator<G, Ds...>
+class group_adapter final : public any_group<G::spans_processes, one_sided<G>> {
+public:
+  /// The typed group itself (its own members: nccl's uses_nccl(), mpi's comm()).
+  [[nodiscard]] G& typed() noexcept { return g_; }
+
+  [[nodiscard]] int rank() const override { return g_.rank(); }
+  [[nodiscard]] int size() const override { return g_.size(); }
+  [[nodiscard]] std::string name() const override { return g_.name(); }
+  void all_reduce_sum(const buffer_list& b) override { g_.all_reduce_sum(typed(b)); }
+  void broadcast(const buffer_list& b) override { g_.broadcast(typed(b)); }
+  void sum_host(float* p, std::size_t n) override { g_.sum_host(p, n); }
+  void broadcast_host(float* p, std::size_t n) override { g_.broadcast_host(p, n); }
+  void barrier() override { g_.barrier(); }
+  std::string first_failure(const std::string& mine) override { return g_.first_failure(mine); }
+  std::unique_ptr<any_window> open_window(float* home, std::size_t n) override {
+    if constexpr (one_sided<G>) {
+      using handle = decltype(g_.open_window(home, n));
+      struct window final : any_window {
+        explicit window(handle h) : h_(std::move(h)) {}
+        void read(float* dst) override { h_->read(dst); }
+        void add(const float* delta) override { h_->add(delta); }
+        handle h_;
+      };
+      return std::make_unique<window>(g_.open_window(home, n));
+    } else {
+      detail::throw_not_one_sided(g_.name());
+    }
+  }
+  void require_threads(const char* what) override {
+    if constexpr (one_sided<G>) g_.require_threads(what);
+    else detail::throw_not_one_sided(g_.name());
+  }
+  [[noreturn]] void abort(const std::string& message) override {
+    if constexpr (one_sided<G>) g_.abort(message);
+    detail::throw_not_one_sided(g_.name() + " (abort: " + message + ")");
+  }
+
+private:
+  static buffers<Ds...> typed(const buffer_list& b) {
+    if (b.size() != sizeof...(Ds)) detail::throw_buffer_count(b.size(), sizeof...(Ds));
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return buffers<Ds...>{tensor_view<float, Ds, 1>(b[I].data, shape{b[I].size})...};
+    }(std::index_sequence_for<Ds...>{});
+  }
+
+  G g_;
 };
 
 }  // namespace locus::dist

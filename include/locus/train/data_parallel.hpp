@@ -288,66 +288,18 @@ evaluation evaluate_replica(const replica<H>& model, const data::labelled_images
 }
 }  // namespace detail
 
-template <class Policy, class... Ds>
-class data_parallel {
-  static_assert(sizeof...(Ds) >= 1, "locus: data_parallel<Policy, Devices...> needs at least one device");
-  static_assert((device<Ds> && ...),
-                "locus: data_parallel<Policy, Devices...>: every device must be locus::cpu or locus::gpu<N>");
-  static_assert(detail::all_distinct<Ds...>::value,
-                "locus: data_parallel<Policy, Devices...>: a device appears twice in the list");
-  // What a policy lacks, one message each: a move-only policy is told it is move-only, not that it
-  // lacks a name.
-  static_assert(detail::policy_shape<Policy>,
-                "locus: data_parallel<Policy, ...>: Policy is not a training policy: it needs a static `name`, a "
-                "communicator kind `communicator` and run(fit_context&) (see locus::train::policy in "
-                "locus/train/policy.hpp; built in: sync_average, hogwild, local_sgd)");
-  static_assert(!detail::policy_shape<Policy> || std::copy_constructible<Policy>,
-                "locus: data_parallel<Policy, ...>: Policy must be copyable: the trainer keeps a copy of it with its "
-                "options (a member such as std::unique_ptr makes it move-only; hold shared state by std::shared_ptr)");
-  static_assert(!std::is_same_v<typename detail::communicator_of<Policy>::type, dist::mpi> || LOCUS_HAS_MPI,
-                "locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, "
-                "find_package(MPI) and link MPI::MPI_CXX)");
-
+namespace detail {
+/// The body of data_parallel<Policy, Ds...>: everything but the typed surface, over the replica set
+/// Set (replica_set_for<Kind, Ds...>), so that data_parallel<P, gpu<0>, gpu<1>> and
+/// data_parallel<P, gpu<0>, ..., gpu<3>> share one fit, one checkpoint path, one evaluation.
+template <class Policy, class Set>
+class trainer {
 public:
-  using set_type = replica_set<typename detail::communicator_of<Policy>::type, Ds...>;
-  static constexpr std::size_t device_count = sizeof...(Ds);
-  /// True when the replicas of every process of a job train together (mpi<P>, nccl<P> under mpirun).
-  static constexpr bool distributed = set_type::communicator_type::spans_processes;
-  using home_device = typename set_type::home_device;
-
-  /// One replica of `model` per device, all starting from the first device's initial parameters
-  /// (rank 0's across processes), trained by the optimiser `opt` (sgd, adam, adamw or any type
-  /// meeting train::optimizer, optimizer.hpp; validated here); `policy` carries the policy's options.
-  template <class M, class Opt = sgd>
-  data_parallel(const M& model, Opt opt, Policy policy = {}) : policy_(std::move(policy)) {
-    // The requirement M misses, each in a message of its own (evaluated here, first: the compiler
-    // may leave later instantiations alone once an error is reported); what params<D>::for_each
-    // hands its callable, which the concept cannot see, is checked there too (f(W1) instead of
-    // f(W1.view()) is one line).
-    [[maybe_unused]] constexpr bool meets_each_requirement = (detail::check_model<M, core_device_t<Ds>>() && ...);
-    static_assert((model_on<M, core_device_t<Ds>> && ...),
-                  "locus: data_parallel: the model does not meet the model interface on every device of the list "
-                  "(see locus::train::model_on<M, D> in locus/train/model.hpp)");
-    static_assert(optimizer<Opt>,
-                  "locus: data_parallel: the optimiser does not meet locus::train::optimizer: it needs a static "
-                  "`name`, `lr`, validate(), state_buffers() and kernel(step_args, tensor_state) (see "
-                  "locus/train/optimizer.hpp; built in: sgd, adam, adamw)");
-    if constexpr ((model_on<M, core_device_t<Ds>> && ...) && optimizer<Opt>) {
-      if constexpr (requires { model.classes(); }) classes_ = static_cast<std::int64_t>(model.classes());
-      values_ = trains_on_values<M>;
-      evaluates_ = (detail::evaluates<M, core_device_t<Ds>> && ...);
-      set_.emplace(model, opt);
-    }
-  }
+  static constexpr bool distributed = Set::communicator_type::spans_processes;
 
   /// Trains on `data`; returns the loss curve. TF-style progress lines through options.print.
   /// Everything (data, options, the policy's options) is checked before the first step.
   fit_result fit(const data::labelled_images& data, const fit_options& options) {
-    static_assert(policy_for<Policy, Ds...> || !detail::runs_if_mutable<Policy, Ds...>,
-                  "locus: data_parallel: Policy::run(fit_context&) must be a const member function (a policy's "
-                  "options do not change during a fit; keep run-time state in locals or behind a std::shared_ptr)");
-    static_assert(policy_for<Policy, Ds...> || detail::runs_if_mutable<Policy, Ds...>,
-                  "locus: data_parallel: the policy has no run(fit_context&) for these devices");
     // One fit at a time: a second thread's fit (or a fit, load or restore from on_step or print)
     // would race with the replicas' threads and buffers.
     const detail::fit_scope scope(fitting_, "fit");
@@ -372,7 +324,7 @@ public:
       total = total_steps(data.size(), o);
       if (!o.checkpoint_path.empty())
         detail::check_checkpointing(o.checkpoint_path, Policy::name, detail::checkpoints_during_fit<Policy>,
-                                    set_->optimizer(), set_->template replica<0>().shapes(), rank());
+                                    set_->optimizer(), shapes(), rank());
     });
     if constexpr (distributed) compare_runs(data, o, total);
     const auto start = std::chrono::steady_clock::now();
@@ -380,9 +332,9 @@ public:
     seed_ = o.seed;
     if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
     const bool prints = rank() == 0 || o.print_on_every_rank;
-    detail::reporter report(o, total, device_count, prints);
+    detail::reporter report(o, total, set_->device_count(), prints);
     report.resume_at(result.resumed_from);
-    fit_context<set_type> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
+    fit_context<Set> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
     if (o.validation || o.on_epoch) {
       // Replica 0 holds every replica's parameters between steps (a policy with checkpoints).
       c.epoch_done = [&](std::size_t epoch, std::size_t steps, double loss) {
@@ -391,8 +343,9 @@ public:
         e.step = steps;
         e.loss = loss;
         if (o.validation) {
-          const auto v = detail::evaluate_replica<home_device>(set_->template replica<0>(), *o.validation, true, !values_,
-                                                       "fit: validation");
+          const auto v = set_->home([&](const auto& r) {
+            return detail::evaluate_replica(r.model(), *o.validation, true, !values_, "fit: validation");
+          });
           e.validation_loss = v.loss;
           e.validation_accuracy = v.accuracy;
         }
@@ -441,7 +394,7 @@ public:
     checkpoint c;
     c.steps = steps_done_;
     c.seed = seed_;
-    c.shapes = set_->template replica<0>().shapes();
+    c.shapes = shapes();
     c.parameters = set_->parameters();
     c.optimizer = set_->optimizer().name;
     c.state_buffers = set_->optimizer().state_buffers;
@@ -464,14 +417,15 @@ public:
   /// This process's rank in the job and the number of ranks (0 and 1 in process).
   [[nodiscard]] int rank() const noexcept { return set_->comm().rank(); }
   [[nodiscard]] int ranks() const noexcept { return set_->comm().size(); }
-  /// Replicas over all ranks: ranks() x device_count.
+  /// Replicas over all ranks: ranks() x the devices of each.
   [[nodiscard]] std::size_t replica_count() const noexcept { return set_->replica_count(); }
   /// The number of parameters, all tensors together.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return set_->parameter_count(); }
   /// The policy and its options.
   [[nodiscard]] const Policy& policy() const noexcept { return policy_; }
   /// The replicas, their buffers and the communicator (for benchmarks and policies' tests).
-  [[nodiscard]] set_type& replicas() noexcept { return *set_; }
+  [[nodiscard]] Set& replicas() noexcept { return *set_; }
+  [[nodiscard]] const Set& replicas() const noexcept { return *set_; }
   /// The communicator in use ("in_process", "nccl", "mpi").
   [[nodiscard]] std::string communicator_name() const { return set_->comm().name(); }
 
@@ -482,20 +436,26 @@ public:
   /// Writes the trained parameters into p, a parameter set of the same model on any device.
   template <parameter_set P>
   void parameters_into(P& p) const {
-    const auto& src = set_->template replica<0>().parameters();
+    const auto src = set_->parameters();
+    const auto sizes = set_->home([](const auto& r) {
+      std::vector<std::size_t> out;
+      for (const auto& v : r.model().parameters()) out.push_back(v.size());
+      return out;
+    });
     std::size_t index = 0;
     p.for_each([&](const auto& v) {
-      if (index >= src.size() || v.size() != src[index].size())
+      if (index >= sizes.size() || v.size() != sizes[index])
         throw shape_error("locus: parameters_into: tensor " + std::to_string(index) + " of " +
                           std::to_string(v.size()) + " elements does not match the trained model");
       ++index;
     });
-    if (index != src.size()) throw shape_error("locus: parameters_into: the parameter set has too few tensors");
-    index = 0;
+    if (index != sizes.size()) throw shape_error("locus: parameters_into: the parameter set has too few tensors");
+    std::size_t offset = 0;
     p.for_each([&](const auto& v) {
       using V = std::remove_cvref_t<decltype(v)>;
-      locus::transfer(tensor_view<float, typename V::device_type, 1>(v.data(), shape{v.size()}), src[index]);
-      ++index;
+      locus::transfer(tensor_view<float, typename V::device_type, 1>(v.data(), shape{v.size()}),
+                      tensor_view<const float, cpu, 1>(src.data() + offset, shape{v.size()}));
+      offset += v.size();
     });
   }
 
@@ -507,7 +467,8 @@ public:
       throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
                          "use mean_loss(data)");
     detail::check_labelled("accuracy", data, classes_);
-    return detail::evaluate_replica<home_device>(set_->template replica<0>(), data, false, true, "accuracy").accuracy;
+    return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, false, true, "accuracy"); })
+        .accuracy;
   }
 
   /// The model's mean loss over a data set in evaluation mode (dropout off; the model's loss(p, x,
@@ -517,22 +478,38 @@ public:
     check_not_fitting_elsewhere("mean_loss");
     detail::check_evaluates("mean_loss", evaluates_);
     detail::check_labelled("mean_loss", data, classes_, values_);
-    return detail::evaluate_replica<home_device>(set_->template replica<0>(), data, true, false, "mean_loss").loss;
+    return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, true, false, "mean_loss"); })
+        .loss;
   }
 
   /// sync_average's exchange alone, on the flat buffers as they are: every buffer := the mean of
   /// all replicas' (gradient, loss, failure slot). Collective across ranks; for benchmarks.
   void average_gradients() {
     auto& s = *set_;
-    s.comm().all_reduce_sum(s.buffers(s.parameter_count() + set_type::extra));
+    s.comm().all_reduce_sum(s.buffers(s.parameter_count() + Set::extra));
     const float mean = 1.f / float(s.replica_count());
-    s.each([&](auto i) {
-      auto& g = s.template buffer<i>();
+    s.each([&](auto& r) {
+      auto& g = r.buffer();
       g = g * mean;
     });
   }
 
+protected:
+  explicit trainer(Policy policy) : policy_(std::move(policy)) {}
+  /// The replicas and what fit checks the data against (data_parallel's constructor).
+  void emplace(std::unique_ptr<Set> set, std::int64_t classes, bool values, bool evaluates) {
+    set_ = std::move(set);
+    classes_ = classes;
+    values_ = values;
+    evaluates_ = evaluates;
+  }
+
 private:
+  /// Every parameter tensor's extents (the model's layout).
+  [[nodiscard]] std::vector<std::vector<std::uint64_t>> shapes() const {
+    return set_->home([](const auto& r) { return r.model().shapes(); });
+  }
+
   /// A fit on another thread changes the parameters under the evaluation: refused (on the fit's
   /// own thread, from on_epoch or on_step, the replicas are between two steps).
   void check_not_fitting_elsewhere(const char* what) const {
@@ -542,8 +519,8 @@ private:
   }
 
   void restore_unchecked(const checkpoint& c, const std::string& name) {
-    const bool drop = detail::check_restore(c, name, set_->template replica<0>().shapes(), parameter_count(),
-                                            set_->optimizer(), device_count, set_->state_size());
+    const bool drop = detail::check_restore(c, name, shapes(), parameter_count(), set_->optimizer(),
+                                            set_->device_count(), set_->state_size());
     set_->set_parameters(c.parameters);
     set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
                      drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
@@ -603,7 +580,7 @@ private:
         {"steps", total},
         {"seed", o.seed},
         {"parameters", parameter_count()},
-        {"devices per rank", device_count},
+        {"devices per rank", set_->device_count()},
         {"checkpoint_every", o.checkpoint_every},
         {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
         {"on_non_finite", std::uint64_t(o.on_non_finite)},
@@ -622,7 +599,7 @@ private:
   }
 
   Policy policy_;
-  std::optional<set_type> set_;
+  std::unique_ptr<Set> set_;
   std::atomic<bool> fitting_{false};  ///< a fit (or a restore) is running
   /// Labels must lie in [0, classes_): the model's classes() where it has one; else any int32 label
   /// of 0 or more (a bound no int32 reaches).
@@ -634,6 +611,94 @@ private:
   std::atomic<std::thread::id> fit_thread_{};
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit
+};
+
+/// The replica set of data_parallel<Policy, Ds...>; a stand-in where the policy or the list is
+/// refused (its static_assert speaks, not a cascade of errors).
+template <bool Valid, class Policy, class... Ds>
+struct trainer_set {
+  using type = replica_set<dist::any_group<false, false>, cpu>;
+};
+template <class Policy, class... Ds>
+struct trainer_set<true, Policy, Ds...> {
+  using type = replica_set_for<typename Policy::communicator, Ds...>;
+};
+/// data_parallel<Policy, Ds...>'s static_asserts hold.
+template <class Policy, class... Ds>
+inline constexpr bool trainer_valid = sizeof...(Ds) >= 1 && (device<Ds> && ...) && all_distinct<Ds...>::value &&
+                                      policy_shape<Policy> && std::copy_constructible<Policy> &&
+                                      (!std::is_same_v<typename communicator_of<Policy>::type, dist::mpi> ||
+                                       LOCUS_HAS_MPI);
+template <class Policy, class... Ds>
+using trainer_set_t = typename trainer_set<trainer_valid<Policy, Ds...>, Policy, Ds...>::type;
+}  // namespace detail
+
+template <class Policy, class... Ds>
+class data_parallel : public detail::trainer<Policy, detail::trainer_set_t<Policy, Ds...>> {
+  using base = detail::trainer<Policy, detail::trainer_set_t<Policy, Ds...>>;
+
+  static_assert(sizeof...(Ds) >= 1, "locus: data_parallel<Policy, Devices...> needs at least one device");
+  static_assert((device<Ds> && ...),
+                "locus: data_parallel<Policy, Devices...>: every device must be locus::cpu or locus::gpu<N>");
+  static_assert(detail::all_distinct<Ds...>::value,
+                "locus: data_parallel<Policy, Devices...>: a device appears twice in the list");
+  // What a policy lacks, one message each: a move-only policy is told it is move-only, not that it
+  // lacks a name.
+  static_assert(detail::policy_shape<Policy>,
+                "locus: data_parallel<Policy, ...>: Policy is not a training policy: it needs a static `name`, a "
+                "communicator kind `communicator` and run(fit_context&) (see locus::train::policy in "
+                "locus/train/policy.hpp; built in: sync_average, hogwild, local_sgd)");
+  static_assert(!detail::policy_shape<Policy> || std::copy_constructible<Policy>,
+                "locus: data_parallel<Policy, ...>: Policy must be copyable: the trainer keeps a copy of it with its "
+                "options (a member such as std::unique_ptr makes it move-only; hold shared state by std::shared_ptr)");
+  static_assert(!std::is_same_v<typename detail::communicator_of<Policy>::type, dist::mpi> || LOCUS_HAS_MPI,
+                "locus: data_parallel<mpi<...>, ...> needs MPI: this build has no <mpi.h> (install libopenmpi-dev, "
+                "find_package(MPI) and link MPI::MPI_CXX)");
+
+public:
+  using set_type = detail::trainer_set_t<Policy, Ds...>;
+  static constexpr std::size_t device_count = sizeof...(Ds);
+  /// True when the replicas of every process of a job train together (mpi<P>, nccl<P> under mpirun).
+  static constexpr bool distributed = set_type::communicator_type::spans_processes;
+  /// The first device of the list: replica 0's, which evaluates (accuracy, mean_loss, validation).
+  using home_device = std::tuple_element_t<0, std::tuple<Ds...>>;
+
+  /// One replica of `model` per device, all starting from the first device's initial parameters
+  /// (rank 0's across processes), trained by the optimiser `opt` (sgd, adam, adamw or any type
+  /// meeting train::optimizer, optimizer.hpp; validated here); `policy` carries the policy's options.
+  template <class M, class Opt = sgd>
+  data_parallel(const M& model, Opt opt, Policy policy = {}) : base(std::move(policy)) {
+    // The requirement M misses, each in a message of its own (evaluated here, first: the compiler
+    // may leave later instantiations alone once an error is reported); what params<D>::for_each
+    // hands its callable, which the concept cannot see, is checked there too (f(W1) instead of
+    // f(W1.view()) is one line).
+    [[maybe_unused]] constexpr bool meets_each_requirement = (detail::check_model<M, core_device_t<Ds>>() && ...);
+    static_assert((model_on<M, core_device_t<Ds>> && ...),
+                  "locus: data_parallel: the model does not meet the model interface on every device of the list "
+                  "(see locus::train::model_on<M, D> in locus/train/model.hpp)");
+    static_assert(optimizer<Opt>,
+                  "locus: data_parallel: the optimiser does not meet locus::train::optimizer: it needs a static "
+                  "`name`, `lr`, validate(), state_buffers() and kernel(step_args, tensor_state) (see "
+                  "locus/train/optimizer.hpp; built in: sgd, adam, adamw)");
+    if constexpr (detail::trainer_valid<Policy, Ds...> && (model_on<M, core_device_t<Ds>> && ...) && optimizer<Opt>) {
+      std::int64_t classes = std::numeric_limits<std::int64_t>::max();
+      if constexpr (requires { model.classes(); }) classes = static_cast<std::int64_t>(model.classes());
+      this->emplace(detail::make_replica_set<typename Policy::communicator, Ds...>(model, opt), classes,
+                    trains_on_values<M>, (detail::evaluates<M, core_device_t<Ds>> && ...));
+    }
+  }
+
+  /// Trains on `data`; returns the loss curve. TF-style progress lines through options.print.
+  /// Everything (data, options, the policy's options) is checked before the first step.
+  fit_result fit(const data::labelled_images& data, const fit_options& options) {
+    static_assert(policy_for<Policy, Ds...> || !detail::runs_if_mutable<Policy, Ds...>,
+                  "locus: data_parallel: Policy::run(fit_context&) must be a const member function (a policy's "
+                  "options do not change during a fit; keep run-time state in locals or behind a std::shared_ptr)");
+    static_assert(policy_for<Policy, Ds...> || detail::runs_if_mutable<Policy, Ds...>,
+                  "locus: data_parallel: the policy has no run(fit_context&) for these devices");
+    if constexpr (policy_for<Policy, Ds...>) return base::fit(data, options);
+    else return {};
+  }
 };
 
 }  // namespace locus::train

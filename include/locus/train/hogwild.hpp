@@ -113,8 +113,9 @@ struct hogwild_run {
   std::function<void(const float*)> add;
 };
 
-/// One hogwild worker on device D until the run's steps are taken (see basic_hogwild::run). A
-/// function of the device alone: every device list and communicator kind shares one copy.
+/// One hogwild worker on a device of kind D (inside its device_scope) until the run's steps are
+/// taken (see basic_hogwild::run). A function of the kind of device alone: every device list and
+/// communicator kind shares one copy.
 /// `own_step` is the worker's optimiser step (the generic path).
 template <device D>
 void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>& grad, tensor<float, D, 1>& velocity,
@@ -163,7 +164,7 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
     const double loss = local.loss_and_grad(x, y);
     if (!std::isfinite(loss) || !all_finite<D>(local.gradients())) {
       if (o.on_non_finite == non_finite::throw_error)
-        throw non_finite_error("locus: fit: a step of the worker on " + id_of<D>.full_name() +
+        throw non_finite_error("locus: fit: a step of the worker on " + device_id(id_of<D>).full_name() +
                                ": the loss or the gradient is not finite; the step is not applied");
       std::lock_guard lock(h.result_mutex);
       if (o.on_non_finite == non_finite::stop) {
@@ -221,15 +222,6 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
   }
 }
 
-/// The handle of a communicator's one-sided window (nothing for one without).
-template <class G>
-struct window_of {
-  using type = std::nullptr_t;
-};
-template <dist::one_sided G>
-struct window_of<G> {
-  using type = decltype(std::declval<G&>().open_window(nullptr, std::size_t{}));
-};
 }  // namespace detail
 
 template <class Comm = dist::in_process>
@@ -318,13 +310,13 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
   // Steps rank, rank + ranks, ... below the total (no overflow when the total is SIZE_MAX).
   const std::size_t my_steps = c.total_steps / ranks + (rank < c.total_steps % ranks ? 1 : 0);
   // Each epoch's order is drawn when a worker first needs it; a few recent ones are kept.
-  detail::epoch_orders orders(c.data.size(), o.seed, Set::device_count + 1);
+  detail::epoch_orders orders(c.data.size(), o.seed, s.device_count() + 1);
   // The caller's thread budget (backend::host_threads(): the process's, or a scoped_host_threads), shared out among the workers
   // whose kernels run on the host; every worker restores its thread's setting when it ends.
-  const int threads_per_worker = std::max(1, backend::host_threads() / int(Set::device_count));
-  typename detail::window_of<typename Set::communicator_type>::type window{};  // closed after the workers join
+  const int threads_per_worker = std::max(1, backend::host_threads() / int(s.device_count()));
+  std::unique_ptr<dist::any_window> window;  // closed after the workers join
   if constexpr (spans) {
-    static_assert(dist::one_sided<typename Set::communicator_type>,
+    static_assert(Set::communicator_type::has_window,
                   "locus: hogwild across processes needs a communicator with one-sided access (dist::mpi)");
     s.comm().require_threads("data_parallel<mpi<hogwild>>");
     window = s.comm().open_window(home.data(), size);
@@ -361,21 +353,22 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
     shared.add = [&](const float* delta) { window->add(delta); };
   }
   std::vector<std::function<void()>> work;
-  detail::for_each_index(std::make_index_sequence<Set::device_count>{}, [&](auto i) {
+  for (std::size_t i = 0; i < s.device_count(); ++i) {
     work.push_back([&, i] {
-      auto& local = s.template replica<i>();
-      using D = typename std::remove_cvref_t<decltype(local)>::device_type;
-      try {
-        const std::function<void(float)> own_step = [&](float lr) { s.template step<i>(lr, local.gradients()); };
-        detail::hogwild_worker<D>(shared, local, s.template buffer<i>(), s.template state<i>(), own_step);
-      } catch (...) {
-        // Across ranks nobody waits for this worker at a collective: end the job, with the message
-        // (whatever the exception's type).
-        if constexpr (spans) s.comm().abort(dist::failure_on(id_of<D>, std::current_exception()));
-        throw;
-      }
+      s.at(i, [&](auto& r) {
+        using D = typename std::remove_cvref_t<decltype(r)>::device_type;
+        try {
+          const std::function<void(float)> own_step = [&](float lr) { r.step(lr, r.model().gradients()); };
+          detail::hogwild_worker<D>(shared, r.model(), r.buffer(), r.state(), own_step);
+        } catch (...) {
+          // Across ranks nobody waits for this worker at a collective: end the job, with the
+          // message (whatever the exception's type).
+          if constexpr (spans) s.comm().abort(dist::failure_on(r.device(), std::current_exception()));
+          throw;
+        }
+      });
     });
-  });
+  }
   detail::run_parallel(work);
   // The steps taken (applied or skipped), not those planned: a run that stopped early records
   // where it stopped.

@@ -46,8 +46,8 @@ struct local_shard {
 };
 
 /// Replica `index`'s gradient of its shard into `loss`; false when the loss or the gradient is not
-/// finite (non_finite_error under throw_error). A function of the device alone, shared by every
-/// device list and communicator kind.
+/// finite (non_finite_error under throw_error). A function of the kind of device alone, shared by
+/// every policy and communicator kind.
 template <device D>
 bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
@@ -114,36 +114,35 @@ struct basic_local_sgd {
     auto& s = c.replicas;
     const auto& o = c.options;
     constexpr bool spans = Set::communicator_type::spans_processes;
-    const std::size_t per_epoch = c.data.size() / o.batch;
-    std::array<double, Set::device_count> losses{};
-    std::array<bool, Set::device_count> skipped{};
-    std::array<std::string, Set::device_count> failures;
+    const std::size_t per_epoch = c.data.size() / o.batch, devices = s.device_count();
+    std::vector<double> losses(devices);
+    std::vector<char> skipped(devices);
+    std::vector<std::string> failures(devices);
     std::size_t step = 0, since = 0;
     for (std::size_t epoch = 0; epoch < o.epochs && step < c.total_steps; ++epoch) {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
         const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite};
-        s.run([&](auto i) {
-          auto& r = s.template replica<i>();
+        s.run([&](auto& r) {
+          const std::size_t i = r.index();
           skipped[i] = false;
           try {
-            skipped[i] = !detail::local_gradient(r, shard, s.first_replica() + i, losses[i]);
-            if (!skipped[i]) s.template step<i>(lr, r.gradients());
+            skipped[i] = !detail::local_gradient(r.model(), shard, s.first_replica() + i, losses[i]);
+            if (!skipped[i]) r.step(lr, r.model().gradients());
           } catch (...) {
             if constexpr (!spans) throw;
             // Reaches every rank at the average, whatever the exception's type.
-            using D = typename std::remove_cvref_t<decltype(r)>::device_type;
-            failures[i] = dist::failure_on(id_of<D>, std::current_exception());
+            failures[i] = dist::failure_on(r.device(), std::current_exception());
           }
         });
         double loss = 0;
         bool any_skipped = false;
-        for (std::size_t i = 0; i < Set::device_count; ++i) {
+        for (std::size_t i = 0; i < devices; ++i) {
           any_skipped = any_skipped || skipped[i];
           loss += skipped[i] ? 0.0 : losses[i];
         }
-        loss /= double(Set::device_count);
+        loss /= double(devices);
         ++step;
         const bool last = step == c.total_steps;
         if (any_skipped && o.on_non_finite == non_finite::stop) {
@@ -166,21 +165,21 @@ struct basic_local_sgd {
 private:
   /// Every replica := the mean of all replicas' parameters (and optimiser states). Across ranks a failure
   /// flag travels with the parameters: every rank throws the first failing rank's message.
-  template <class Set, std::size_t K>
-  void average(Set& s, std::array<std::string, K>& failures) const {
+  template <class Set>
+  void average(Set& s, std::vector<std::string>& failures) const {
     const std::size_t n = s.parameter_count();
     const float mean = 1.f / float(s.replica_count());
     std::string failure;
     for (const auto& f : failures)
       if (failure.empty()) failure = f;
-    s.each([&](auto i) { detail::pack_parameters(s.template replica<i>(), s.template buffer<i>(), !failures[i].empty()); });
+    s.each([&](auto& r) { detail::pack_parameters(r.model(), r.buffer(), !failures[r.index()].empty()); });
     s.comm().all_reduce_sum(s.buffers(n + Set::extra));
-    if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
-    s.each([&](auto i) { detail::unpack_mean(s.template buffer<i>(), s.template replica<i>(), mean); });
+    if (s.home([&](auto& h) { return detail::slot(h.buffer(), n + 1); }) > 0.f) throw error(s.comm().first_failure(failure));
+    s.each([&](auto& r) { detail::unpack_mean(r.buffer(), r.model(), mean); });
     if (average_momentum && s.state_size() != 0) {
       s.comm().all_reduce_sum(s.states());
-      s.each([&](auto i) {
-        auto& v = s.template state<i>();
+      s.each([&](auto& r) {
+        auto& v = r.state();
         v = v * mean;
       });
     }

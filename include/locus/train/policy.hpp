@@ -127,10 +127,10 @@ struct fit_context {
 };
 
 namespace detail {
-/// A replica set of kind K over one cpu: what the concept checks run() against (run is a template
-/// over the devices; any list would do).
+/// A replica set of the cpu alone: what the concept checks run() against (run is a template over
+/// the set; any would do).
 template <class P>
-using probe_set = replica_set<typename P::communicator, cpu>;
+using probe_set = replica_set<dist::any_group<false, false>, cpu>;
 }  // namespace detail
 
 /// P is a training policy (see the list at the top).
@@ -142,7 +142,7 @@ concept policy = std::is_class_v<P> && std::copy_constructible<P> &&
 /// P is a policy that can train replicas on Ds...
 template <class P, class... Ds>
 concept policy_for =
-    policy<P> && requires(const P& p, fit_context<replica_set<typename P::communicator, Ds...>>& c) { p.run(c); };
+    policy<P> && requires(const P& p, fit_context<replica_set_for<typename P::communicator, Ds...>>& c) { p.run(c); };
 
 namespace detail {
 /// A class with a name and a communicator kind: a policy but for copyability (data_parallel's
@@ -154,7 +154,7 @@ concept policy_shape = std::is_class_v<P> && requires {
 } && dist::communicator_kind<typename P::communicator>;
 /// run(c) is callable on a mutable policy (when it is not on a const one: run is not const).
 template <class P, class... Ds>
-concept runs_if_mutable = policy_shape<P> && requires(P& p, fit_context<replica_set<typename P::communicator, Ds...>>& c) {
+concept runs_if_mutable = policy_shape<P> && requires(P& p, fit_context<replica_set_for<typename P::communicator, Ds...>>& c) {
   p.run(c);
 };
 

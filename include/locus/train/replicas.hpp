@@ -1,10 +1,14 @@
 #pragma once
-// The replicas of one model on the devices Ds... of a process, with what a policy works on: each
+// The replicas of one model on the devices of a process, with what a policy works on: each
 // replica's parameters and gradient (model.hpp), a flat buffer per replica (the gradient, or the
 // parameters, plus two slots: the loss and a failure flag travel with them through one all-reduce),
 // each replica's optimiser state and step count, the optimiser (its type erased: data_parallel's
 // type names the policy and the devices only), and the communicator group of the policy's kind.
 // Policies see the trainer only through this class (and fit_context, policy.hpp).
+//
+// Below the typed surface: data_parallel<P, gpu<0>, gpu<1>> checks its devices at compile time,
+// and its replica set holds them as a run-time list, its code compiled once per kind of device
+// (cpu, any_gpu), so that a policy's run() is the same function for one GPU or eight.
 #include <locus/config.hpp>
 #include <locus/backend/parallel.hpp>
 #include <locus/device/device.hpp>
@@ -43,45 +47,36 @@ struct optimizer_info {
   std::optional<sgd> sgd_options;  ///< the options when it is sgd (hogwild's momentum path reads them)
 };
 
+template <class Comm, device... Cs>
+class replica_set;
+
 namespace detail {
-/// An optimiser's step on one device, its type erased (one per replica).
-template <device D>
-using step_function = std::function<void(float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>&,
-                                         const std::vector<tensor_view<const float, D, 1>>&,
-                                         const tensor_view<float, D, 1>&, float scale)>;
-/// The views as views of device type C (the same device: below the typed surface).
-template <device C, class T, device D>
-std::vector<tensor_view<T, C, 1>> retag_all(const std::vector<tensor_view<T, D, 1>>& v) {
-  std::vector<tensor_view<T, C, 1>> out;
-  out.reserve(v.size());
-  for (const auto& x : v) out.push_back(locus::detail::retag<C>(x));
-  return out;
-}
-/// The optimiser's step on D: its kernels compiled for core_device_t<D> (one copy per optimiser and
-/// kind of device), run inside a device_scope of D.
-template <device D, optimizer O>
-step_function<D> step_function_of(const O& opt) {
-  return [opt](float lr, std::uint64_t step, const std::vector<tensor_view<float, D, 1>>& p,
-               const std::vector<tensor_view<const float, D, 1>>& g, const tensor_view<float, D, 1>& s,
-               float scale) {
-    using C = core_device_t<D>;
-    const device_scope scope(id_of<D>);
-    apply_step<O, C>(opt, lr, step, retag_all<C>(p), retag_all<C>(g), locus::detail::retag<C>(s), scale);
-  };
+/// An optimiser's step on one kind of device, its type erased (one per kind, shared by its replicas).
+template <device C>
+using step_function = std::function<void(float lr, std::uint64_t step, const std::vector<tensor_view<float, C, 1>>&,
+                                         const std::vector<tensor_view<const float, C, 1>>&,
+                                         const tensor_view<float, C, 1>&, float scale)>;
+/// The optimiser's step on C (cpu or any_gpu; called inside the replica's device_scope): its
+/// kernels compiled once per optimiser and kind of device.
+template <device C, optimizer O>
+step_function<C> step_function_of(const O& opt) {
+  return [opt](float lr, std::uint64_t step, const std::vector<tensor_view<float, C, 1>>& p,
+               const std::vector<tensor_view<const float, C, 1>>& g, const tensor_view<float, C, 1>& s,
+               float scale) { apply_step<O, C>(opt, lr, step, p, g, s, scale); };
 }
 
 /// An optimiser, validated, as replica_set keeps it: what policies may know of it and its step on
-/// each device. Made by erase_optimizer, the only part of a replica_set's construction that
+/// each kind of device. Made by erase_optimizer, the only part of a replica_set's construction that
 /// depends on the optimiser's type.
-template <device... Ds>
+template <device... Cs>
 struct erased_optimizer {
   optimizer_info info;
-  std::tuple<step_function<Ds>...> steppers;
+  std::tuple<step_function<Cs>...> steppers;
 };
-template <device... Ds, optimizer O>
-erased_optimizer<Ds...> erase_optimizer(const O& opt) {
+template <device... Cs, optimizer O>
+erased_optimizer<Cs...> erase_optimizer(const O& opt) {
   opt.validate();
-  erased_optimizer<Ds...> e;
+  erased_optimizer<Cs...> e;
   e.info.name = O::name;
   e.info.lr = opt.lr;
   e.info.state_buffers = opt.state_buffers();
@@ -89,31 +84,24 @@ erased_optimizer<Ds...> erase_optimizer(const O& opt) {
   if (e.info.state_buffers > max_state_buffers)
     throw config_error("locus: " + e.info.name + ": " + std::to_string(e.info.state_buffers) +
                        " state buffers per parameter, at most " + std::to_string(max_state_buffers));
-  e.steppers = std::tuple<step_function<Ds>...>{step_function_of<Ds>(opt)...};
+  e.steppers = std::tuple<step_function<Cs>...>{step_function_of<Cs>(opt)...};
   return e;
 }
 
-// Pieces of replica_set that depend on one device alone, kept out of line: every device list and
-// communicator kind calls the same copy instead of inlining its own.
-
-/// A replica of `model` on D.
-template <class M, device D>
-LOCUS_NOINLINE std::unique_ptr<replica<D>> make_replica(const std::shared_ptr<const M>& model) {
-  return std::make_unique<replica_of<M, D>>(model);
+/// A replica of `model` on C (inside a device_scope of its device).
+template <class M, device C>
+LOCUS_NOINLINE std::unique_ptr<replica<C>> make_replica(const std::shared_ptr<const M>& model) {
+  return std::make_unique<replica_of<M, C>>(model);
 }
 /// n zeros on D.
 template <device D>
 LOCUS_NOINLINE tensor<float, D, 1> zeros(std::size_t n) {
   return tensor<float, D, 1>(shape{n}, 0.f);
 }
-/// The replica's parameters := the flat host values p.
-template <device D>
-LOCUS_NOINLINE void set_replica_parameters(const std::vector<float>& p, replica<D>& r) {
-  from_host(p, r.parameters());
-}
 
-/// True when every element of the views is finite (replica_set::all_finite, a function of the
-/// device alone).
+/// True when every element of the views is finite (one reduction each, on their device): the
+/// largest magnitude, which is NaN when any element is (max lets NaN win) and never overflows
+/// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
 template <device D, class Views>
 [[nodiscard]] bool all_finite(const Views& views) {
   for (const auto& v : views)
@@ -131,146 +119,232 @@ template <device D, class Views>
   return total;
 }
 
-/// Writes the host floats `values` into t from element k on (a function of the device alone).
+/// Writes the host floats `values` into t from element k on.
 template <device D>
 void set_slots(tensor<float, D, 1>& t, std::size_t k, std::initializer_list<float> values) {
   locus::transfer(tensor_view<float, D, 1>(t.data() + k, shape{values.size()}),
                   tensor_view<const float, cpu, 1>(values.begin(), shape{values.size()}));
 }
+/// One element of a device buffer, on the host.
+template <device D>
+[[nodiscard]] float slot(const tensor<float, D, 1>& t, std::size_t k) {
+  float v = 0;
+  locus::transfer(tensor_view<float, cpu, 1>(&v, shape{1}), tensor_view<const float, D, 1>(t.data() + k, shape{1}));
+  return v;
+}
+
+/// The distinct kinds of device (cpu, any_gpu) of a device list, the cpu first: what a replica set
+/// over that list is compiled for.
+template <class Comm, bool Cpu, bool Gpu>
+struct set_of_kinds;
+template <class Comm>
+struct set_of_kinds<Comm, true, false> {
+  using type = replica_set<Comm, cpu>;
+};
+template <class Comm>
+struct set_of_kinds<Comm, false, true> {
+  using type = replica_set<Comm, any_gpu>;
+};
+template <class Comm>
+struct set_of_kinds<Comm, true, true> {
+  using type = replica_set<Comm, cpu, any_gpu>;
+};
 }  // namespace detail
 
-template <class Kind, class... Ds>
-class replica_set {
+/// One replica of a replica_set as a policy works with it, on the kind of device C (cpu, or
+/// any_gpu for every gpu<N>): the model's replica, its flat buffer, its optimiser state and step
+/// count. replica_set::run, each, at and home hand it to the policy's code inside a device_scope
+/// of its device (code of any_gpu runs on that GPU); use it there only.
+template <device C>
+class replica_slot {
 public:
-  /// Replica I's device.
-  template <std::size_t I>
-  using device_at = std::tuple_element_t<I, std::tuple<Ds...>>;
+  using device_type = C;
 
-  using communicator_type = typename Kind::template group<Ds...>;
-  static_assert(dist::communicator<communicator_type, Ds...>,
-                "locus: the policy's communicator kind does not meet locus::dist::communicator "
-                "(see locus/dist/communicator.hpp)");
-  static constexpr std::size_t device_count = sizeof...(Ds);
-  using home_device = device_at<0>;
-  /// Replicas run on threads of their own only when none of them shares the host's cores.
-  static constexpr bool concurrent = (!backend::runs_on_host<Ds> && ...);
+  /// This replica's index among this process's replicas (0 is the home replica).
+  [[nodiscard]] std::size_t index() const noexcept { return index_; }
+  /// Its device ("/gpu:1").
+  [[nodiscard]] device_id device() const noexcept { return device_; }
+  /// The model's replica: parameters, loss_and_grad, gradients (model.hpp).
+  [[nodiscard]] train::replica<C>& model() noexcept { return *model_; }
+  [[nodiscard]] const train::replica<C>& model() const noexcept { return *model_; }
+  /// The flat buffer: parameter_count() + replica_set::extra floats.
+  [[nodiscard]] tensor<float, C, 1>& buffer() noexcept { return buffer_; }
+  /// The optimiser state, flat: state_buffers x parameter_count() floats, buffer after buffer
+  /// (sgd: the momentum; Adam: the first moments, then the second).
+  [[nodiscard]] tensor<float, C, 1>& state() noexcept { return state_; }
+  [[nodiscard]] const tensor<float, C, 1>& state() const noexcept { return state_; }
+  /// The optimiser steps this replica has taken.
+  [[nodiscard]] std::uint64_t optimizer_steps() const noexcept { return steps_; }
+  /// One optimiser step: the parameters from `grads` (views on this device, shaped like the
+  /// parameters, scaled by `scale`) at the scheduled rate `lr`, with this replica's state and step
+  /// count; one kernel per tensor.
+  void step(float lr, const std::vector<tensor_view<const float, C, 1>>& grads, float scale = 1.f) {
+    (*stepper_)(lr, steps_ + 1, model_->parameters(), grads, state_.view(), scale);
+    ++steps_;  // after: a step that throws is not counted
+  }
+  /// The first n floats of the buffer (or the state), for the communicator.
+  [[nodiscard]] dist::buffer_ref buffer_ref(std::size_t n) noexcept { return {device_, buffer_.data(), n}; }
+  [[nodiscard]] dist::buffer_ref state_ref(std::size_t n) noexcept { return {device_, state_.data(), n}; }
+
+private:
+  template <class, ::locus::device...>
+  friend class replica_set;
+
+  std::size_t index_ = 0;
+  device_id device_;
+  std::unique_ptr<train::replica<C>> model_;
+  tensor<float, C, 1> buffer_, state_;
+  std::uint64_t steps_ = 0;
+  const detail::step_function<C>* stepper_ = nullptr;
+};
+
+/// The replicas of one model on this process's devices, known at run time, with the communicator
+/// Comm (dist::any_group: the policy's communicator kind over the typed device list, its type
+/// erased). Cs... are the kinds of device among them (cpu, any_gpu): a replica set over gpu<0> and
+/// gpu<1> and one over gpu<0> to gpu<3> are the same type, and a policy's run() is compiled once
+/// for both. data_parallel<Policy, Ds...> makes it (replica_set_for<Kind, Ds...>).
+template <class Comm, device... Cs>
+class replica_set {
+  static_assert(sizeof...(Cs) >= 1);
+
+public:
+  using communicator_type = Comm;
   /// Slots after the parameters in each flat buffer: [n] the loss, [n + 1] a failure flag.
   static constexpr std::size_t extra = 2;
+  /// Replicas run on threads of their own only when none of them shares the host's cores.
+  static constexpr bool concurrent = (!backend::runs_on_host<Cs> && ...);
 
-  /// One replica of `model` per device, all starting from the first device's initial parameters
-  /// (rank 0's across processes).
+  /// One replica of `model` on each of `devices`, all starting from the first device's initial
+  /// parameters (rank 0's across processes); `comm` is the communicator over them.
   template <class M, optimizer O>
-  replica_set(const M& model, const O& opt) : replica_set(model, detail::erase_optimizer<Ds...>(opt)) {}
+  replica_set(std::unique_ptr<Comm> comm, const std::vector<device_id>& devices, const M& model, const O& opt)
+      : replica_set(std::move(comm), devices, model, detail::erase_optimizer<Cs...>(opt)) {}
 
-  [[nodiscard]] communicator_type& comm() noexcept { return comm_; }
-  [[nodiscard]] const communicator_type& comm() const noexcept { return comm_; }
+  [[nodiscard]] Comm& comm() noexcept { return *comm_; }
+  [[nodiscard]] const Comm& comm() const noexcept { return *comm_; }
   /// The optimiser's name, base rate, state size and (for sgd) options.
   [[nodiscard]] const optimizer_info& optimizer() const noexcept { return info_; }
   /// The number of parameters, all tensors together.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return size_; }
+  /// This process's replicas (its devices), in the trainer's order.
+  [[nodiscard]] std::size_t device_count() const noexcept { return devices_.size(); }
+  [[nodiscard]] const std::vector<device_id>& devices() const noexcept { return devices_; }
   /// Replicas over all processes, and the global index of this process's first.
-  [[nodiscard]] std::size_t replica_count() const noexcept { return std::size_t(comm_.size()) * device_count; }
-  [[nodiscard]] std::size_t first_replica() const noexcept { return std::size_t(comm_.rank()) * device_count; }
-
-  template <std::size_t I>
-  [[nodiscard]] train::replica<device_at<I>>& replica() noexcept { return *std::get<I>(replicas_); }
-  template <std::size_t I>
-  [[nodiscard]] const train::replica<device_at<I>>& replica() const noexcept { return *std::get<I>(replicas_); }
-  /// Replica I's flat buffer: parameter_count() + extra floats.
-  template <std::size_t I>
-  [[nodiscard]] tensor<float, device_at<I>, 1>& buffer() noexcept { return std::get<I>(buffers_); }
-  /// Replica I's optimiser state, flat: state_buffers x parameter_count() floats, buffer after
-  /// buffer (sgd: the momentum; Adam: the first moments, then the second).
-  template <std::size_t I>
-  [[nodiscard]] tensor<float, device_at<I>, 1>& state() noexcept { return std::get<I>(state_); }
-  template <std::size_t I>
-  [[nodiscard]] const tensor<float, device_at<I>, 1>& state() const noexcept { return std::get<I>(state_); }
+  [[nodiscard]] std::size_t replica_count() const noexcept { return std::size_t(comm_->size()) * device_count(); }
+  [[nodiscard]] std::size_t first_replica() const noexcept { return std::size_t(comm_->rank()) * device_count(); }
   /// The floats of each replica's state.
   [[nodiscard]] std::size_t state_size() const noexcept { return info_.state_buffers * size_; }
-  /// The optimiser steps replica I has taken.
-  template <std::size_t I>
-  [[nodiscard]] std::uint64_t optimizer_steps() const noexcept { return steps_[I]; }
 
-  /// One optimiser step of replica I: its parameters from `grads` (views on its device, shaped
-  /// like the parameters, scaled by `scale`) at the scheduled rate `lr`, with its state and step
-  /// count; one kernel per tensor. Call it from replica I's part of run() (or each()) only.
-  template <std::size_t I>
-  void step(float lr, const std::vector<tensor_view<const float, device_at<I>, 1>>& grads, float scale = 1.f) {
-    std::get<I>(steppers_)(lr, steps_[I] + 1, replica<I>().parameters(), grads, std::get<I>(state_).view(), scale);
-    ++steps_[I];  // after: a step that throws is not counted
+  /// f(slot) for replica i's replica_slot<C>& inside a device_scope of its device; returns what f
+  /// returns (the same type for every kind of device).
+  template <class F>
+  decltype(auto) at(std::size_t i, F&& f) {
+    return visit(*this, i, f);
+  }
+  template <class F>
+  decltype(auto) at(std::size_t i, F&& f) const {
+    return visit(*this, i, f);
+  }
+  /// at(0, f): the home replica (the first device), which holds the result of a fit.
+  template <class F>
+  decltype(auto) home(F&& f) {
+    return visit(*this, 0, f);
+  }
+  template <class F>
+  decltype(auto) home(F&& f) const {
+    return visit(*this, 0, f);
   }
 
-  /// Every replica's flat buffer (whole, or the first `n` floats), for the communicator.
-  [[nodiscard]] dist::buffers<Ds...> buffers(std::size_t n) {
-    return std::apply([n](auto&... b) { return dist::buffers<Ds...>{view_of(b, n)...}; }, buffers_);
-  }
-  /// Every replica's optimiser state, for the communicator (local_sgd averages it).
-  [[nodiscard]] dist::buffers<Ds...> states() {
-    return std::apply([this](auto&... v) { return dist::buffers<Ds...>{view_of(v, state_size())...}; }, state_);
-  }
-
-  /// Runs f(std::integral_constant<std::size_t, I>{}) for every replica I: on threads that stay
-  /// when the replicas are GPUs, one after the other when they share the host's cores. Waits for
+  /// Runs f(slot) for every replica: on threads that stay when the replicas are GPUs, one after the
+  /// other when they share the host's cores; each inside a device_scope of its device. Waits for
   /// all and rethrows the first failure.
   template <class F>
   void run(F&& f) {
     std::vector<std::function<void()>> work;
-    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) { work.push_back([&f, i] { f(i); }); });
-    if constexpr (concurrent && device_count > 1) {
+    work.reserve(device_count());
+    for (std::size_t i = 0; i < device_count(); ++i)
+      slot_visit(*this, i, [&](auto& slot) {
+        work.push_back([&f, &slot] {
+          const device_scope scope(slot.device());
+          f(slot);
+        });
+      });
+    if (concurrent && device_count() > 1) {
       if (!threads_) threads_ = std::make_unique<detail::replica_threads>();
       threads_->run(work);
     } else {
       detail::run_parallel(work, false);
     }
   }
-  /// f(std::integral_constant<std::size_t, I>{}) for every replica, in turn, on this thread.
+  /// f(slot) for every replica, in turn, on this thread (each inside its device_scope).
   template <class F>
   void each(F&& f) {
-    detail::for_each_index(std::index_sequence_for<Ds...>{}, f);
+    for (std::size_t i = 0; i < device_count(); ++i) visit(*this, i, f);
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (std::size_t i = 0; i < device_count(); ++i) visit(*this, i, f);
+  }
+
+  /// Every replica's flat buffer (whole, or the first `n` floats), for the communicator.
+  [[nodiscard]] dist::buffer_list buffers(std::size_t n) {
+    dist::buffer_list out(device_count());
+    for (std::size_t i = 0; i < device_count(); ++i) slot_visit(*this, i, [&](auto& r) { out[i] = r.buffer_ref(n); });
+    return out;
+  }
+  /// Every replica's optimiser state, for the communicator (local_sgd averages it).
+  [[nodiscard]] dist::buffer_list states() {
+    dist::buffer_list out(device_count());
+    for (std::size_t i = 0; i < device_count(); ++i)
+      slot_visit(*this, i, [&](auto& r) { out[i] = r.state_ref(state_size()); });
+    return out;
   }
 
   /// Replica 0's parameters, flat, on the host.
-  [[nodiscard]] std::vector<float> parameters() const { return to_host(replica<0>().parameters()); }
+  [[nodiscard]] std::vector<float> parameters() const {
+    return home([](const auto& r) { return to_host(r.model().parameters()); });
+  }
   /// Every replica takes the flat parameters p.
   void set_parameters(const std::vector<float>& p) {
-    each([&](auto i) { detail::set_replica_parameters(p, replica<i>()); });
+    each([&](auto& r) { from_host(p, r.model().parameters()); });
   }
   /// Every replica's optimiser state, on the host.
   [[nodiscard]] std::vector<std::vector<float>> states_host() const {
     std::vector<std::vector<float>> out;
-    detail::for_each_index(std::index_sequence_for<Ds...>{},
-                           [&](auto i) { out.push_back(std::get<i>(state_).view().to_vector()); });
+    each([&](const auto& r) { out.push_back(r.state().view().to_vector()); });
     return out;
   }
   /// Every replica's optimiser step count.
-  [[nodiscard]] std::vector<std::uint64_t> optimizer_steps() const { return {steps_.begin(), steps_.end()}; }
+  [[nodiscard]] std::vector<std::uint64_t> optimizer_steps() const {
+    std::vector<std::uint64_t> out;
+    each([&](const auto& r) { out.push_back(r.optimizer_steps()); });
+    return out;
+  }
   /// Every replica's random-stream position (replica::draws()).
   [[nodiscard]] std::vector<std::uint64_t> draws() const {
     std::vector<std::uint64_t> out;
-    detail::for_each_index(std::index_sequence_for<Ds...>{}, [&](auto i) { out.push_back(replica<i>().draws()); });
+    each([&](const auto& r) { out.push_back(r.model().draws()); });
     return out;
   }
   /// Every replica's stream position from `draws` (one per replica), or 0 when it is empty.
   void set_draws(const std::vector<std::uint64_t>& draws) {
-    each([&](auto i) { replica<i>().set_draws(draws.empty() ? 0 : draws[i]); });
+    each([&](auto& r) { r.model().set_draws(draws.empty() ? 0 : draws[r.index()]); });
   }
   /// Every replica's state and step count from `states` and `steps` (one each per replica, each
   /// state of state_size() floats), or zero when both are empty. The caller has checked the sizes.
   void set_states(const std::vector<std::vector<float>>& states, const std::vector<std::uint64_t>& steps) {
-    each([&](auto i) {
-      auto& mine = std::get<i>(state_);
+    each([&](auto& r) {
+      auto& mine = r.state();
       if (states.empty()) {
         if (state_size() != 0) mine = mine * 0.f;
       } else if (state_size() != 0) {
-        from_host(states[i], std::vector{mine.view()});
+        from_host(states[r.index()], std::vector{mine.view()});
       }
-      steps_[i] = steps.empty() ? 0 : steps[i];
+      r.steps_ = steps.empty() ? 0 : steps[r.index()];
     });
   }
 
-  /// True when every element of the views is finite (one reduction each, on their device): the
-  /// largest magnitude, which is NaN when any element is (max lets NaN win) and never overflows
-  /// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
+  /// True when every element of the views is finite (detail::all_finite).
   template <device D, class Views>
   [[nodiscard]] static bool all_finite(const Views& views) {
     return detail::all_finite<D>(views);
@@ -283,9 +357,7 @@ public:
   /// One element of a device buffer, on the host.
   template <device D>
   [[nodiscard]] static float slot(const tensor<float, D, 1>& t, std::size_t k) {
-    float v = 0;
-    locus::transfer(tensor_view<float, cpu, 1>(&v, shape{1}), tensor_view<const float, D, 1>(t.data() + k, shape{1}));
-    return v;
+    return detail::slot(t, k);
   }
   /// Writes the host floats `values` into t from element k on.
   template <device D>
@@ -294,48 +366,112 @@ public:
   }
 
 private:
+  static constexpr std::size_t kinds = sizeof...(Cs);
+  template <std::size_t K>
+  using kind_at = std::tuple_element_t<K, std::tuple<Cs...>>;
+  template <device C>
+  static constexpr std::size_t kind_of = [] {
+    std::size_t k = 0, found = kinds;
+    ((std::is_same_v<C, Cs> ? (found = k, ++k) : ++k), ...);
+    return found;
+  }();
+
   /// The part of construction that does not depend on the optimiser's type (erased by then):
-  /// one instantiation per model and device list, not per optimiser as well.
+  /// one instantiation per model and kinds of device.
   template <class M>
-  replica_set(const M& model, detail::erased_optimizer<Ds...>&& opt)
-      : info_(std::move(opt.info)), steppers_(std::move(opt.steppers)) {
+  replica_set(std::unique_ptr<Comm> comm, const std::vector<device_id>& devices, const M& model,
+              detail::erased_optimizer<Cs...>&& opt)
+      : comm_(std::move(comm)), devices_(devices), info_(std::move(opt.info)), steppers_(std::move(opt.steppers)) {
     auto shared = std::make_shared<const M>(model);
-    replicas_ = std::tuple<std::unique_ptr<train::replica<Ds>>...>{detail::make_replica<M, Ds>(shared)...};
-    size_ = replica<0>().size();
-    each([&](auto i) { replica<i>().set_index(first_replica() + i); });
-    buffers_ = std::tuple<tensor<float, Ds, 1>...>{detail::zeros<Ds>(size_ + extra)...};
-    state_ = std::tuple<tensor<float, Ds, 1>...>{detail::zeros<Ds>(state_size())...};
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+      const device_id d = devices_[i];
+      const device_scope scope(d);
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (add_slot<kind_at<K>, M>(i, d, shared) || ...);
+      }(std::make_index_sequence<kinds>{});
+    }
+    size_ = home([](const auto& r) { return r.model().size(); });
+    each([&](auto& r) {
+      r.model().set_index(first_replica() + r.index());
+      r.buffer_ = detail::zeros<typename std::remove_cvref_t<decltype(r)>::device_type>(size_ + extra);
+      r.state_ = detail::zeros<typename std::remove_cvref_t<decltype(r)>::device_type>(state_size());
+    });
     // Across ranks every replica starts from rank 0's parameters: the models must be the same
     // size everywhere (one rank's larger model would fail MPI_Bcast on that rank alone, the others
     // waiting), so the sizes are compared first and every rank refuses a mismatch.
-    if constexpr (communicator_type::spans_processes) {
+    if constexpr (Comm::spans_processes) {
       std::vector<std::uint64_t> size{size_};
-      dist::broadcast_values(comm_, size);
-      dist::agree(comm_, [&] {
+      dist::broadcast_values(*comm_, size);
+      dist::agree(*comm_, [&] {
         if (size[0] != size_)
           throw config_error("locus: data_parallel: this rank's model has " + std::to_string(size_) +
                              " parameters, rank 0's " + std::to_string(size[0]) + ": every rank must build the same model");
       });
     }
     auto p = parameters();
-    comm_.broadcast_host(p.data(), p.size());
+    comm_->broadcast_host(p.data(), p.size());
     set_parameters(p);
   }
 
-  template <device D>
-  static tensor_view<float, D, 1> view_of(tensor<float, D, 1>& t, std::size_t n) {
-    return tensor_view<float, D, 1>(t.data(), shape{n});
+  /// Makes replica i on d when d is of kind C (true), else nothing (false).
+  template <device C, class M>
+  bool add_slot(std::size_t i, device_id d, const std::shared_ptr<const M>& model) {
+    if ((d.kind == device_kind::gpu) != (C::kind == device_kind::gpu)) return false;
+    auto slot = std::make_unique<replica_slot<C>>();
+    slot->index_ = i;
+    slot->device_ = d;
+    slot->model_ = detail::make_replica<M, C>(model);
+    slot->stepper_ = &std::get<kind_of<C>>(steppers_);
+    auto& mine = std::get<kind_of<C>>(slots_);
+    where_.emplace_back(kind_of<C>, mine.size());
+    mine.push_back(std::move(slot));
+    return true;
   }
 
-  communicator_type comm_;  // first: an MPI communicator is duplicated before anything uses it
+  /// f(slot i) without a device_scope (for references to it).
+  template <class Self, class F>
+  static decltype(auto) slot_visit(Self& self, std::size_t i, F&& f) {
+    const auto [kind, pos] = self.where_[i];
+    if constexpr (kinds == 1) {
+      (void)kind;
+      return f(*std::get<0>(self.slots_)[pos]);
+    } else {
+      if (kind == 0) return f(*std::get<0>(self.slots_)[pos]);
+      return f(*std::get<1>(self.slots_)[pos]);
+    }
+  }
+  /// f(slot i) inside a device_scope of its device.
+  template <class Self, class F>
+  static decltype(auto) visit(Self& self, std::size_t i, F&& f) {
+    const device_scope scope(self.devices_.at(i));
+    return slot_visit(self, i, f);
+  }
+
+  std::unique_ptr<Comm> comm_;  // first: an MPI communicator is duplicated before anything uses it
+  std::vector<device_id> devices_;
   optimizer_info info_;
-  std::tuple<detail::step_function<Ds>...> steppers_;
+  std::tuple<detail::step_function<Cs>...> steppers_;
   std::size_t size_ = 0;
-  std::tuple<std::unique_ptr<train::replica<Ds>>...> replicas_;
-  std::tuple<tensor<float, Ds, 1>...> buffers_;
-  std::tuple<tensor<float, Ds, 1>...> state_;
-  std::array<std::uint64_t, sizeof...(Ds)> steps_{};
-  std::unique_ptr<detail::replica_threads> threads_;  // made on the first concurrent step
+  std::tuple<std::vector<std::unique_ptr<replica_slot<Cs>>>...> slots_;
+  std::vector<std::pair<std::size_t, std::size_t>> where_;  // replica i: its kind, its place among that kind's
+  std::unique_ptr<detail::replica_threads> threads_;      // made on the first concurrent step
 };
+
+/// The replica set data_parallel<P, Ds...> uses: the typed group of P's communicator kind over
+/// Ds..., erased (dist::group_adapter), and the kinds of device among Ds...
+template <class Kind, device... Ds>
+using replica_set_for = typename detail::set_of_kinds<
+    dist::any_group<Kind::template group<Ds...>::spans_processes, dist::one_sided<typename Kind::template group<Ds...>>>,
+    (std::is_same_v<Ds, cpu> || ...), (is_gpu_v<Ds> || ...)>::type;
+
+namespace detail {
+/// The replica set of kind Kind over Ds..., made with its communicator.
+template <class Kind, device... Ds, class M, optimizer O>
+std::unique_ptr<replica_set_for<Kind, Ds...>> make_replica_set(const M& model, const O& opt) {
+  using set = replica_set_for<Kind, Ds...>;
+  auto comm = std::make_unique<dist::group_adapter<typename Kind::template group<Ds...>, Ds...>>();
+  return std::make_unique<set>(std::move(comm), std::vector<device_id>{device_id(id_of<Ds>)...}, model, opt);
+}
+}  // namespace detail
 
 }  // namespace locus::train

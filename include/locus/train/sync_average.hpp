@@ -48,8 +48,8 @@ struct sync_shard {
 
 /// Replica `index`'s share of a sync_average step: the gradient of its shard of the batch, summed
 /// over the micro-batches on the replica and packed into its flat buffer `g` with the loss in slot
-/// n. Returns the loss summed over the micro-batches. A function of the device alone: every device
-/// list and communicator kind shares one copy (the policy's run is instantiated per list).
+/// n. Returns the loss summed over the micro-batches. A function of the kind of device alone: every
+/// policy and communicator kind shares one copy.
 template <device D>
 double sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
   double loss = 0;
@@ -97,7 +97,7 @@ struct basic_sync_average {
     // accumulate > batch / replicas first: replicas * accumulate would wrap for a huge accumulate.
     if (accumulate > o.batch / s.replica_count() || o.batch % (s.replica_count() * accumulate) != 0) {
       const int ranks = s.comm().size();
-      const std::size_t devices = Set::device_count;
+      const std::size_t devices = s.device_count();
       throw config_error("locus: fit: sync_average splits the batch evenly: " + std::to_string(o.batch) +
                          " is not a multiple of " + std::to_string(s.replica_count()) + " replicas (" +
                          std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + " x " + std::to_string(devices) +
@@ -110,15 +110,15 @@ struct basic_sync_average {
   void run(fit_context<Set>& c) const {
     auto& s = c.replicas;
     const auto& o = c.options;
-    const std::size_t n = s.parameter_count(), replicas = s.replica_count();
+    const std::size_t n = s.parameter_count(), replicas = s.replica_count(), devices = s.device_count();
     constexpr bool spans = Set::communicator_type::spans_processes;
     // One device in one process without accumulation uses the model's own gradient tensors;
     // otherwise they are packed into the flat buffers that are summed.
-    const bool packed = Set::device_count > 1 || spans || accumulate > 1;
+    const bool packed = devices > 1 || spans || accumulate > 1;
     const std::size_t micro = o.batch / replicas / accumulate;
     const float mean = packed ? 1.f / float(replicas * accumulate) : 1.f;
-    std::array<double, Set::device_count> losses{};
-    std::array<std::string, Set::device_count> failures;
+    std::vector<double> losses(devices);
+    std::vector<std::string> failures(devices);
     const std::size_t per_epoch = c.data.size() / o.batch;
     // Resumed: start in the epoch of the first step not done (no order is drawn for the others).
     std::size_t step = c.resumed_from / per_epoch * per_epoch;
@@ -134,21 +134,21 @@ struct basic_sync_average {
         // rides in this one instead of a gradient.
         const bool failed = spans && !c.failure.empty();
         const detail::sync_shard shard{c.data, order, first, o.batch, replicas, micro, accumulate, n, packed};
-        s.run([&](auto i) {
-          auto& g = s.template buffer<i>();
+        s.run([&](auto& r) {
+          const std::size_t i = r.index();
+          auto& g = r.buffer();
           try {
             if (failed) {
               if (i == 0) failures[i] = c.failure;
               detail::set_slots(g, n, {0.f, 1.f});
               return;
             }
-            losses[i] = detail::sync_gradient(s.template replica<i>(), g, shard, s.first_replica() + i);
+            losses[i] = detail::sync_gradient(r.model(), g, shard, s.first_replica() + i);
           } catch (...) {
             if constexpr (!spans) throw;
             // Across ranks the failure travels in the buffer: every rank learns of it (whatever
             // the exception's type).
-            using D = typename std::remove_cvref_t<decltype(g)>::device_type;
-            failures[i] = dist::failure_on(id_of<D>, std::current_exception());
+            failures[i] = dist::failure_on(r.device(), std::current_exception());
             detail::set_slots(g, n, {0.f, 1.f});
           }
         });
@@ -158,19 +158,26 @@ struct basic_sync_average {
           for (const auto& f : failures)
             if (failure.empty()) failure = f;
           s.comm().all_reduce_sum(s.buffers(n + Set::extra));
-          if constexpr (spans)
-            if (Set::slot(s.template buffer<0>(), n + 1) > 0.f) throw error(s.comm().first_failure(failure));
           // The sum's scale to the mean rides in the update's kernel (one pass fewer per replica).
-          loss = double(Set::slot(s.template buffer<0>(), n)) * double(mean);
+          const auto [sum, flag] = s.home([&](auto& h) {
+            return std::pair{detail::slot(h.buffer(), n), spans ? detail::slot(h.buffer(), n + 1) : 0.f};
+          });
+          if (flag > 0.f) throw error(s.comm().first_failure(failure));
+          loss = double(sum) * double(mean);
         }
-        const auto& home = s.template replica<0>();
-        using H = typename Set::home_device;
         // The gradient this step applies, on the home device: the exchanged sum, or (one device,
-        // not packed) the model's own tensors. Checked for finiteness, and its norm for clipping.
-        std::vector<tensor_view<const float, H, 1>> exchanged;
-        if (packed) exchanged.emplace_back(s.template buffer<0>().data(), shape{n});
-        const auto& gradient = packed ? exchanged : home.gradients();
-        const bool finite = std::isfinite(loss) && detail::all_finite<H>(gradient);
+        // not packed) the model's own tensors. Checked for finiteness, and its norm (before the
+        // clipping) for clipping: the norm of the mean gradient (the sum's, scaled; in double:
+        // finite elements can have a norm past FLT_MAX).
+        const auto [finite, norm] = s.home([&](auto& h) {
+          using H = typename std::remove_cvref_t<decltype(h)>::device_type;
+          std::vector<tensor_view<const float, H, 1>> exchanged;
+          if (packed) exchanged.emplace_back(h.buffer().data(), shape{n});
+          const auto& gradient = packed ? exchanged : h.model().gradients();
+          const bool ok = std::isfinite(loss) && detail::all_finite<H>(gradient);
+          const double size = ok && o.clip_norm > 0 ? std::sqrt(detail::squared_norm<H>(gradient)) * double(mean) : 0.0;
+          return std::pair{ok, size};
+        });
         if (!finite) {
           if (o.on_non_finite == non_finite::throw_error)
             throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
@@ -184,24 +191,20 @@ struct basic_sync_average {
           c.step_done(step, epoch, loss, false);
           continue;
         }
-        // Clipping: the norm of the mean gradient (the sum's, scaled; in double: finite elements
-        // can have a norm past FLT_MAX), the factor rank 0's on every rank (one broadcast: ranks
-        // whose reductions differ in the last bit still apply the same step).
+        // The factor rank 0's on every rank (one broadcast: ranks whose reductions differ in the
+        // last bit still apply the same step).
         float clip = 1.f;
-        double norm = 0;
         if (o.clip_norm > 0) {
-          norm = std::sqrt(detail::squared_norm<H>(gradient)) * double(mean);
           clip = norm > double(o.clip_norm) ? float(double(o.clip_norm) / norm) : 1.f;
           if constexpr (spans) s.comm().broadcast_host(&clip, 1);
         }
         const float lr = c.lr(step);
-        s.run([&](auto i) {
-          using D = typename std::remove_cvref_t<decltype(s.template replica<i>())>::device_type;
-          const auto& r = s.template replica<i>();
+        s.run([&](auto& r) {
+          using D = typename std::remove_cvref_t<decltype(r)>::device_type;
           if (!packed)
-            s.template step<i>(lr, r.gradients(), clip);
+            r.step(lr, r.model().gradients(), clip);
           else
-            s.template step<i>(lr, segments<const float, D>(s.template buffer<i>().data(), r.parameters()), mean * clip);
+            r.step(lr, segments<const float, D>(r.buffer().data(), r.model().parameters()), mean * clip);
         });
         ++step;
         c.step_done(step, epoch, loss, true, norm);
