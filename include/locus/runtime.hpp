@@ -25,6 +25,7 @@
 #include <locus/data/dataset.hpp>
 #include <locus/data/idx.hpp>
 #include <locus/device/device.hpp>
+#include <locus/dist/communicator.hpp>
 #include <locus/errors.hpp>
 #include <locus/expr/node.hpp>
 #include <locus/log.hpp>
@@ -38,6 +39,7 @@
 #include <locus/train/mlp.hpp>
 #include <locus/train/model.hpp>
 #include <locus/train/optimizer.hpp>
+#include <locus/train/replicas.hpp>
 #include <locus/train/report.hpp>
 #include <locus/train/runner.hpp>
 #include <locus/train/softmax_regression.hpp>

@@ -82,6 +82,54 @@ TEST_CASE("the default communicator sums in process on host-run devices", "[trai
 #endif
 }
 
+#if LOCUS_HAS_GPUS
+TEST_CASE("a replica set holds its devices at run time: one type for every list of the same kinds", "[train][policy]") {
+  // The typed surface names the devices; the code below it is compiled once per kind of device.
+  using two = data_parallel<sync_average, gpu<0>, gpu<1>>::set_type;
+  STATIC_REQUIRE(std::is_same_v<two, data_parallel<sync_average, gpu<0>, gpu<1>, gpu<2>, gpu<3>>::set_type>);
+  STATIC_REQUIRE(std::is_same_v<two, data_parallel<sync_average, gpu<1>>::set_type>);
+  STATIC_REQUIRE(std::is_same_v<data_parallel<sync_average, cpu, gpu<0>>::set_type,
+                                data_parallel<local_sgd, gpu<1>, cpu>::set_type>);
+  STATIC_REQUIRE_FALSE(std::is_same_v<data_parallel<sync_average, cpu>::set_type, two>);
+
+  if (gpu_count() < 2) configure_logical_gpus(2);
+  data_parallel<sync_average, gpu<1>, cpu, gpu<0>> t{mlp<float>({16, 8, 4}, 3), sgd{0.1f}};
+  auto& s = t.replicas();
+  REQUIRE(s.device_count() == 3);
+  CHECK(s.devices() == std::vector<device_id>{{device_kind::gpu, 1}, {device_kind::cpu, 0}, {device_kind::gpu, 0}});
+  // Each replica in the list's order, its code compiled for its kind, inside its device's scope:
+  // any_gpu is the replica's GPU there, and its tensors live on it.
+  std::vector<std::string> seen;
+  s.each([&](auto& r) {
+    using C = typename std::remove_cvref_t<decltype(r)>::device_type;
+    std::string where = r.device().name();
+    if constexpr (is_gpu_v<C>) {
+      where += device_id(id_of<any_gpu>) == r.device() ? " (current)" : " (not current)";
+      where += backend::owns(r.device(), r.buffer().data()) ? " owns its buffer" : " does not own its buffer";
+    }
+    seen.push_back(std::to_string(r.index()) + " " + where);
+  });
+  CHECK(seen == std::vector<std::string>{"0 /gpu:1 (current) owns its buffer", "1 /cpu:0",
+                                         "2 /gpu:0 (current) owns its buffer"});
+  CHECK(error_of([&] { s.at(3, [](auto&) {}); }) ==
+        "locus: replica_set: replica 3 of a set of 3 (this process's replicas count from 0)");
+  // The communicator takes one buffer per replica, in order: a list of another length is refused
+  // before anything is summed.
+  auto buffers = s.buffers(4);
+  buffers.pop_back();
+  CHECK(error_of([&] { s.comm().all_reduce_sum(buffers); }) ==
+        "locus: communicator: 2 buffers for a group of 3 devices (one per replica, in the group's order)");
+  // And it trains like the typed list it came from.
+  auto data = synthetic(512, 2);
+  const double before = t.accuracy(data);
+  t.fit(data, quiet(2, 48));
+  CHECK(t.accuracy(data) > before + 0.1);
+  const auto p0 = s.at(0, [](auto& r) { return to_host(r.model().parameters()); });
+  CHECK(p0 == s.at(1, [](auto& r) { return to_host(r.model().parameters()); }));
+  CHECK(p0 == s.at(2, [](auto& r) { return to_host(r.model().parameters()); }));
+}
+#endif
+
 TEST_CASE("a user-written policy trains through data_parallel", "[train][policy]") {
   mlp<float> model({16, 12, 4}, 5);
   auto data = synthetic(512, 2);

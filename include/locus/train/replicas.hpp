@@ -133,6 +133,14 @@ template <device D>
   return v;
 }
 
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_no_replica(std::size_t i, std::size_t count);
+#if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void throw_no_replica(std::size_t i, std::size_t count) {
+  throw config_error("locus: replica_set: replica " + std::to_string(i) + " of a set of " + std::to_string(count) +
+                     " (this process's replicas count from 0)");
+}
+#endif
+
 /// The distinct kinds of device (cpu, any_gpu) of a device list, the cpu first: what a replica set
 /// over that list is compiled for.
 template <class Comm, bool Cpu, bool Gpu>
@@ -443,7 +451,8 @@ private:
   /// f(slot i) inside a device_scope of its device.
   template <class Self, class F>
   static decltype(auto) visit(Self& self, std::size_t i, F&& f) {
-    const device_scope scope(self.devices_.at(i));
+    if (i >= self.devices_.size()) detail::throw_no_replica(i, self.devices_.size());
+    const device_scope scope(self.devices_[i]);
     return slot_visit(self, i, f);
   }
 
