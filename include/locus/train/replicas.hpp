@@ -474,12 +474,25 @@ using replica_set_for = typename detail::set_of_kinds<
     (std::is_same_v<Ds, cpu> || ...), (is_gpu_v<Ds> || ...)>::type;
 
 namespace detail {
+/// The communicator group of kind Kind over Ds..., its type erased (the one piece of a replica set
+/// made per device list).
+template <class Kind, device... Ds>
+LOCUS_NOINLINE auto make_group() {
+  using group = typename Kind::template group<Ds...>;
+  using erased = dist::any_group<group::spans_processes, dist::one_sided<group>>;
+  return std::unique_ptr<erased>(std::make_unique<dist::group_adapter<group, Ds...>>());
+}
+/// A replica set of `model` on `devices`, over `comm`: one copy per set type, model and optimiser,
+/// whatever the devices.
+template <class Set, class M, optimizer O>
+LOCUS_NOINLINE std::unique_ptr<Set> make_set(std::unique_ptr<typename Set::communicator_type> comm,
+                                             const std::vector<device_id>& devices, const M& model, const O& opt) {
+  return std::make_unique<Set>(std::move(comm), devices, model, opt);
+}
 /// The replica set of kind Kind over Ds..., made with its communicator.
 template <class Kind, device... Ds, class M, optimizer O>
 std::unique_ptr<replica_set_for<Kind, Ds...>> make_replica_set(const M& model, const O& opt) {
-  using set = replica_set_for<Kind, Ds...>;
-  auto comm = std::make_unique<dist::group_adapter<typename Kind::template group<Ds...>, Ds...>>();
-  return std::make_unique<set>(std::move(comm), std::vector<device_id>{device_id(id_of<Ds>)...}, model, opt);
+  return make_set<replica_set_for<Kind, Ds...>>(make_group<Kind, Ds...>(), {device_id(id_of<Ds>)...}, model, opt);
 }
 }  // namespace detail
 
