@@ -1,11 +1,13 @@
-# Passes when a separate-runtime program's own file calls the built-in model's and optimiser's code
+# Passes when a separate-runtime program's own file calls the built-in model's, optimiser's and
+# trainer's code
 # compiled in the run-time file (LOCUS_DETAIL_PREBUILT, config.hpp) instead of compiling it: the
 # symbols below are undefined in USER_OBJECT and defined in RUNTIME_OBJECT. Run with -DNM=<nm>
 # -DUSER_OBJECT=<object of test_separate.cpp> -DRUNTIME_OBJECT=<object of the run-time file>.
 set(_symbols
     "locus::train::detail::model_core<locus::train::mlp<float>, locus::any_gpu>::gradient("
     "locus::train::detail::model_core<locus::train::mlp<float>, locus::any_gpu>::make("
-    "void locus::train::apply_step<locus::train::sgd, locus::any_gpu>(")
+    "void locus::train::apply_step<locus::train::sgd, locus::any_gpu>("
+    "locus::train::detail::trainer<locus::train::basic_sync_average<locus::dist::automatic>, locus::train::replica_set<locus::dist::any_group<false, false>, locus::any_gpu> >::fit(")
 foreach(_which USER RUNTIME)
   execute_process(COMMAND ${NM} -C ${${_which}_OBJECT} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   if(NOT _rc EQUAL 0)
@@ -30,4 +32,4 @@ foreach(_which USER RUNTIME)
     endif()
   endforeach()
 endforeach()
-message(STATUS "the built-in model and optimiser are compiled in the run-time file only")
+message(STATUS "the built-in model, optimiser and trainer are compiled in the run-time file only")

@@ -296,123 +296,26 @@ template <class Policy, class Set>
 class trainer {
 public:
   static constexpr bool distributed = Set::communicator_type::spans_processes;
+  trainer(const trainer&) = delete;
+  trainer& operator=(const trainer&) = delete;
+  /// Out of line: one copy per policy and replica set, not one inlined into every data_parallel
+  /// over a device list.
+  ~trainer();
 
   /// Trains on `data`; returns the loss curve. TF-style progress lines through options.print.
   /// Everything (data, options, the policy's options) is checked before the first step.
-  fit_result fit(const data::labelled_images& data, const fit_options& options) {
-    // One fit at a time: a second thread's fit (or a fit, load or restore from on_step or print)
-    // would race with the replicas' threads and buffers.
-    const detail::fit_scope scope(fitting_, "fit");
-    fit_thread_.store(std::this_thread::get_id(), std::memory_order_release);
-    struct forget_thread {
-      std::atomic<std::thread::id>& id;
-      ~forget_thread() { id.store(std::thread::id{}, std::memory_order_release); }
-    } const forget{fit_thread_};
-    auto& comm = set_->comm();
-    // Everything that can refuse the run is checked before the first step. Across ranks each rank
-    // checks, then they agree: a refusal on one rank (a label out of range, a checkpoint folder
-    // missing on rank 0, which writes them) is every rank's, and none waits in a collective.
-    fit_options o;
-    std::size_t total = 0;
-    dist::agree(comm, [&] {
-      detail::check_fit_data(data, options.batch, classes_, values_);
-      o = detail::with_recipe(policy_, options);
-      detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
-      detail::check_epochs(o, data, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_,
-                           evaluates_);
-      detail::check_options(policy_, o, *set_);
-      total = total_steps(data.size(), o);
-      if (!o.checkpoint_path.empty())
-        detail::check_checkpointing(o.checkpoint_path, Policy::name, detail::checkpoints_during_fit<Policy>,
-                                    set_->optimizer(), shapes(), rank());
-    });
-    if constexpr (distributed) compare_runs(data, o, total);
-    const auto start = std::chrono::steady_clock::now();
-    fit_result result;
-    seed_ = o.seed;
-    if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
-    const bool prints = rank() == 0 || o.print_on_every_rank;
-    detail::reporter report(o, total, set_->device_count(), prints);
-    report.resume_at(result.resumed_from);
-    fit_context<Set> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
-    if (o.validation || o.on_epoch) {
-      // Replica 0 holds every replica's parameters between steps (a policy with checkpoints).
-      c.epoch_done = [&](std::size_t epoch, std::size_t steps, double loss) {
-        epoch_summary e;
-        e.epoch = epoch;
-        e.step = steps;
-        e.loss = loss;
-        if (o.validation) {
-          const auto v = set_->home([&](const auto& r) {
-            return detail::evaluate_replica(r.model(), *o.validation, true, !values_, "fit: validation");
-          });
-          e.validation_loss = v.loss;
-          e.validation_accuracy = v.accuracy;
-        }
-        result.history.push_back(e);
-        if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e, o.validation != nullptr, !values_));
-        return o.on_epoch && !o.on_epoch(e);
-      };
-    }
-    if constexpr (detail::checkpoints_during_fit<Policy>) {
-      c.after_step = [&](std::size_t steps) {
-        steps_done_ = steps;
-        if (o.checkpoint_every != 0 && steps % o.checkpoint_every == 0) save_checkpoint(o);
-      };
-    }
-    result.steps = result.resumed_from;
-    try {
-      policy_.run(c);
-    } catch (const detail::stop_fit&) {
-      // on_epoch: the fit ends after a whole step, as at its end (at the last step: not early).
-      result.stopped_early = result.steps < total;
-    }
-    steps_done_ = result.steps;
-    // The last checkpoint, and across ranks what failed on one rank after the last exchange (its
-    // on_step, its checkpoint): every rank ends the fit the same way, as an exchange ends it.
-    if constexpr (!distributed) {
-      if constexpr (detail::checkpoints_during_fit<Policy>)
-        if (!result.stopped) save_checkpoint(o);
-    } else {
-      std::string failure = c.failure;
-      try {
-        if constexpr (detail::checkpoints_during_fit<Policy>)
-          if (failure.empty() && !result.stopped) save_checkpoint(o);
-      } catch (...) {
-        failure = dist::describe(std::current_exception());
-      }
-      if (const auto first = comm.first_failure(failure); !first.empty()) throw error(first);
-    }
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.examples = result.curve.size() * o.batch;
-    return result;
-  }
+  fit_result fit(const data::labelled_images& data, const fit_options& options);
 
   /// The trainer's state: the parameters, the optimiser's name and every replica's optimiser state
   /// and step count, the steps done by the last fit and its seed.
-  [[nodiscard]] checkpoint state() const {
-    checkpoint c;
-    c.steps = steps_done_;
-    c.seed = seed_;
-    c.shapes = shapes();
-    c.parameters = set_->parameters();
-    c.optimizer = set_->optimizer().name;
-    c.state_buffers = set_->optimizer().state_buffers;
-    c.optimizer_steps = set_->optimizer_steps();
-    c.optimizer_state = set_->states_host();
-    c.streams = set_->draws();
-    return c;
-  }
+  [[nodiscard]] checkpoint state() const;
   /// Writes state() to path (a temporary file, flushed, renamed over path).
   void save(const std::string& path) const { state().save(path); }
   /// Reads a checkpoint written by save() for the same model and optimiser on as many devices (or
   /// an sgd checkpoint of format version 1). Everything is checked before anything changes: on any
   /// error (checkpoint_error naming the file and what is wrong) the trainer is untouched.
   void load(const std::string& path) { restore(checkpoint::load(path), path); }
-  void restore(const checkpoint& c, const std::string& name) {
-    const detail::fit_scope scope(fitting_, "restore");
-    restore_unchecked(c, name);
-  }
+  void restore(const checkpoint& c, const std::string& name);
 
   /// This process's rank in the job and the number of ranks (0 and 1 in process).
   [[nodiscard]] int rank() const noexcept { return set_->comm().rank(); }
@@ -461,38 +364,16 @@ public:
 
   /// Accuracy on a data set, evaluated on the first device in batches of 1000. A model trained on
   /// float targets has none (config_error: use mean_loss).
-  [[nodiscard]] double accuracy(const data::labelled_images& data) const {
-    check_not_fitting_elsewhere("accuracy");
-    if (values_)
-      throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
-                         "use mean_loss(data)");
-    detail::check_labelled("accuracy", data, classes_);
-    return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, false, true, "accuracy"); })
-        .accuracy;
-  }
+  [[nodiscard]] double accuracy(const data::labelled_images& data) const;
 
   /// The model's mean loss over a data set in evaluation mode (dropout off; the model's loss(p, x,
   /// y), see model.hpp), on the first device in batches of 1000. Classifiers and models trained on
   /// float targets alike; the data set is checked as fit checks it.
-  [[nodiscard]] double mean_loss(const data::labelled_images& data) const {
-    check_not_fitting_elsewhere("mean_loss");
-    detail::check_evaluates("mean_loss", evaluates_);
-    detail::check_labelled("mean_loss", data, classes_, values_);
-    return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, true, false, "mean_loss"); })
-        .loss;
-  }
+  [[nodiscard]] double mean_loss(const data::labelled_images& data) const;
 
   /// sync_average's exchange alone, on the flat buffers as they are: every buffer := the mean of
   /// all replicas' (gradient, loss, failure slot). Collective across ranks; for benchmarks.
-  void average_gradients() {
-    auto& s = *set_;
-    s.comm().all_reduce_sum(s.buffers(s.parameter_count() + Set::extra));
-    const float mean = 1.f / float(s.replica_count());
-    s.each([&](auto& r) {
-      auto& g = r.buffer();
-      g = g * mean;
-    });
-  }
+  void average_gradients();
 
 protected:
   explicit trainer(Policy policy) : policy_(std::move(policy)) {}
@@ -518,82 +399,18 @@ private:
                          "fit, or from fit's on_epoch or on_step");
   }
 
-  void restore_unchecked(const checkpoint& c, const std::string& name) {
-    const bool drop = detail::check_restore(c, name, shapes(), parameter_count(), set_->optimizer(),
-                                            set_->device_count(), set_->state_size());
-    set_->set_parameters(c.parameters);
-    set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
-                     drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
-    set_->set_draws(c.streams);
-    steps_done_ = c.steps;
-    seed_ = c.seed;
-  }
+  void restore_unchecked(const checkpoint& c, const std::string& name);
 
   /// The checkpoint to resume from, when options name one that exists.
   /// The checkpoint to resume from, when options name one that exists. Across ranks, rank 0's
   /// (the one that writes them) is sent to every rank: all resume from the same state, whatever
   /// each rank's own file system holds.
-  void resume(const fit_options& o, std::size_t total, fit_result& result) {
-    if (o.checkpoint_path.empty()) return;
-    auto& comm = set_->comm();
-    std::optional<checkpoint> c;
-    dist::agree(comm, [&] {
-      if (rank() != 0) return;
-      if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
-      else return;
-      c = checkpoint::load(o.checkpoint_path);
-    });
-    if constexpr (distributed) {
-      std::vector<std::uint8_t> bytes;
-      if (c) bytes = c->serialize();
-      dist::broadcast_bytes(comm, bytes);
-      dist::agree(comm, [&] {
-        if (!bytes.empty() && rank() != 0)
-          c = checkpoint::parse(bytes.data(), bytes.size(), o.checkpoint_path + " (rank 0's)");
-      });
-    }
-    dist::agree(comm, [&] {
-      if (!c) return;
-      if (c->seed != o.seed)
-        throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " +
-                               std::to_string(c->seed) + ", this fit has seed " + std::to_string(o.seed) +
-                               " (another data order)");
-      // More steps done than this whole fit has: another batch size, fewer epochs or max_steps.
-      if (c->steps > total)
-        throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": " + std::to_string(c->steps) +
-                               " steps done, past the end of this fit (" + std::to_string(total) +
-                               " steps in all): written by a run with another batch, epochs or max_steps");
-      restore_unchecked(*c, o.checkpoint_path);
-      result.resumed_from = std::size_t(c->steps);
-    });
-  }
+  void resume(const fit_options& o, std::size_t total, fit_result& result);
 
   /// Across ranks: every rank's run must have rank 0's shape (the same steps, batches, model size
   /// and the options that decide the collectives), or they would wait for each other forever.
   /// Collective; every rank throws the same config_error naming what differs.
-  void compare_runs(const data::labelled_images& data, const fit_options& o, std::size_t total) {
-    std::vector<std::pair<std::string, std::uint64_t>> fields = {
-        {"batches per epoch", data.size() / o.batch},
-        {"epochs", o.epochs},
-        {"batch", o.batch},
-        {"max_steps", o.max_steps},
-        {"steps", total},
-        {"seed", o.seed},
-        {"parameters", parameter_count()},
-        {"devices per rank", set_->device_count()},
-        {"checkpoint_every", o.checkpoint_every},
-        {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
-        {"on_non_finite", std::uint64_t(o.on_non_finite)},
-        {"clip_norm (its float's bits)", std::bit_cast<std::uint32_t>(o.clip_norm)},
-        {"warmup_steps", o.warmup_steps.value_or(0)},
-        {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
-        {"epochs evaluated (validation or on_epoch given)", (o.validation || o.on_epoch) ? 1u : 0u},
-    };
-    if constexpr (requires { policy_.agreement(); })
-      for (auto& [name, value] : policy_.agreement()) fields.emplace_back(std::string(Policy::name) + "." + name, value);
-    dist::agree_on_values(set_->comm(), fields, "locus: fit: the ranks disagree on the run",
-                          ": every rank must call fit with the same model, data size and options");
-  }
+  void compare_runs(const data::labelled_images& data, const fit_options& o, std::size_t total);
   void save_checkpoint(const fit_options& o) {
     if (!o.checkpoint_path.empty() && rank() == 0) save(o.checkpoint_path);
   }
@@ -612,6 +429,226 @@ private:
   std::size_t steps_done_ = 0;  ///< by the last fit, counting the steps a checkpoint had done
   std::uint64_t seed_ = 0;      ///< of the last fit
 };
+
+// The members out of the class: not inline, so that a separate-runtime program's files call the
+// prebuilt trainers (LOCUS_DETAIL_PREBUILT, below) instead of compiling them again.
+template <class Policy, class Set>
+trainer<Policy, Set>::~trainer() = default;
+
+template <class Policy, class Set>
+fit_result trainer<Policy, Set>::fit(const data::labelled_images& data, const fit_options& options) {
+  // One fit at a time: a second thread's fit (or a fit, load or restore from on_step or print)
+  // would race with the replicas' threads and buffers.
+  const detail::fit_scope scope(fitting_, "fit");
+  fit_thread_.store(std::this_thread::get_id(), std::memory_order_release);
+  struct forget_thread {
+    std::atomic<std::thread::id>& id;
+    ~forget_thread() { id.store(std::thread::id{}, std::memory_order_release); }
+  } const forget{fit_thread_};
+  auto& comm = set_->comm();
+  // Everything that can refuse the run is checked before the first step. Across ranks each rank
+  // checks, then they agree: a refusal on one rank (a label out of range, a checkpoint folder
+  // missing on rank 0, which writes them) is every rank's, and none waits in a collective.
+  fit_options o;
+  std::size_t total = 0;
+  dist::agree(comm, [&] {
+    detail::check_fit_data(data, options.batch, classes_, values_);
+    o = detail::with_recipe(policy_, options);
+    detail::check_clip_norm(o.clip_norm, Policy::name, detail::clips_gradients<Policy>);
+    detail::check_epochs(o, data, Policy::name, detail::checkpoints_during_fit<Policy>, classes_, values_,
+                         evaluates_);
+    detail::check_options(policy_, o, *set_);
+    total = total_steps(data.size(), o);
+    if (!o.checkpoint_path.empty())
+      detail::check_checkpointing(o.checkpoint_path, Policy::name, detail::checkpoints_during_fit<Policy>,
+                                  set_->optimizer(), shapes(), rank());
+  });
+  if constexpr (distributed) compare_runs(data, o, total);
+  const auto start = std::chrono::steady_clock::now();
+  fit_result result;
+  seed_ = o.seed;
+  if constexpr (detail::checkpoints_during_fit<Policy>) resume(o, total, result);
+  const bool prints = rank() == 0 || o.print_on_every_rank;
+  detail::reporter report(o, total, set_->device_count(), prints);
+  report.resume_at(result.resumed_from);
+  fit_context<Set> c{*set_, data, o, total, result.resumed_from, result, report, {}, {}};
+  if (o.validation || o.on_epoch) {
+    // Replica 0 holds every replica's parameters between steps (a policy with checkpoints).
+    c.epoch_done = [&](std::size_t epoch, std::size_t steps, double loss) {
+      epoch_summary e;
+      e.epoch = epoch;
+      e.step = steps;
+      e.loss = loss;
+      if (o.validation) {
+        const auto v = set_->home([&](const auto& r) {
+          return detail::evaluate_replica(r.model(), *o.validation, true, !values_, "fit: validation");
+        });
+        e.validation_loss = v.loss;
+        e.validation_accuracy = v.accuracy;
+      }
+      result.history.push_back(e);
+      if (prints && o.print && o.log_every != 0) o.print(detail::epoch_line(e, o.validation != nullptr, !values_));
+      return o.on_epoch && !o.on_epoch(e);
+    };
+  }
+  if constexpr (detail::checkpoints_during_fit<Policy>) {
+    c.after_step = [&](std::size_t steps) {
+      steps_done_ = steps;
+      if (o.checkpoint_every != 0 && steps % o.checkpoint_every == 0) save_checkpoint(o);
+    };
+  }
+  result.steps = result.resumed_from;
+  try {
+    policy_.run(c);
+  } catch (const detail::stop_fit&) {
+    // on_epoch: the fit ends after a whole step, as at its end (at the last step: not early).
+    result.stopped_early = result.steps < total;
+  }
+  steps_done_ = result.steps;
+  // The last checkpoint, and across ranks what failed on one rank after the last exchange (its
+  // on_step, its checkpoint): every rank ends the fit the same way, as an exchange ends it.
+  if constexpr (!distributed) {
+    if constexpr (detail::checkpoints_during_fit<Policy>)
+      if (!result.stopped) save_checkpoint(o);
+  } else {
+    std::string failure = c.failure;
+    try {
+      if constexpr (detail::checkpoints_during_fit<Policy>)
+        if (failure.empty() && !result.stopped) save_checkpoint(o);
+    } catch (...) {
+      failure = dist::describe(std::current_exception());
+    }
+    if (const auto first = comm.first_failure(failure); !first.empty()) throw error(first);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.examples = result.curve.size() * o.batch;
+  return result;
+}
+
+template <class Policy, class Set>
+checkpoint trainer<Policy, Set>::state() const {
+  checkpoint c;
+  c.steps = steps_done_;
+  c.seed = seed_;
+  c.shapes = shapes();
+  c.parameters = set_->parameters();
+  c.optimizer = set_->optimizer().name;
+  c.state_buffers = set_->optimizer().state_buffers;
+  c.optimizer_steps = set_->optimizer_steps();
+  c.optimizer_state = set_->states_host();
+  c.streams = set_->draws();
+  return c;
+}
+
+template <class Policy, class Set>
+void trainer<Policy, Set>::restore(const checkpoint& c, const std::string& name) {
+  const detail::fit_scope scope(fitting_, "restore");
+  restore_unchecked(c, name);
+}
+
+template <class Policy, class Set>
+double trainer<Policy, Set>::accuracy(const data::labelled_images& data) const {
+  check_not_fitting_elsewhere("accuracy");
+  if (values_)
+    throw config_error("locus: accuracy: the model trains on float targets (regression): accuracy counts classes; "
+                       "use mean_loss(data)");
+  detail::check_labelled("accuracy", data, classes_);
+  return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, false, true, "accuracy"); })
+      .accuracy;
+}
+
+template <class Policy, class Set>
+double trainer<Policy, Set>::mean_loss(const data::labelled_images& data) const {
+  check_not_fitting_elsewhere("mean_loss");
+  detail::check_evaluates("mean_loss", evaluates_);
+  detail::check_labelled("mean_loss", data, classes_, values_);
+  return set_->home([&](const auto& r) { return detail::evaluate_replica(r.model(), data, true, false, "mean_loss"); })
+      .loss;
+}
+
+template <class Policy, class Set>
+void trainer<Policy, Set>::average_gradients() {
+  auto& s = *set_;
+  s.comm().all_reduce_sum(s.buffers(s.parameter_count() + Set::extra));
+  const float mean = 1.f / float(s.replica_count());
+  s.each([&](auto& r) {
+    auto& g = r.buffer();
+    g = g * mean;
+  });
+}
+
+template <class Policy, class Set>
+void trainer<Policy, Set>::restore_unchecked(const checkpoint& c, const std::string& name) {
+  const bool drop = detail::check_restore(c, name, shapes(), parameter_count(), set_->optimizer(),
+                                          set_->device_count(), set_->state_size());
+  set_->set_parameters(c.parameters);
+  set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
+                   drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
+  set_->set_draws(c.streams);
+  steps_done_ = c.steps;
+  seed_ = c.seed;
+}
+
+template <class Policy, class Set>
+void trainer<Policy, Set>::resume(const fit_options& o, std::size_t total, fit_result& result) {
+  if (o.checkpoint_path.empty()) return;
+  auto& comm = set_->comm();
+  std::optional<checkpoint> c;
+  dist::agree(comm, [&] {
+    if (rank() != 0) return;
+    if (std::FILE* f = std::fopen(o.checkpoint_path.c_str(), "rb")) std::fclose(f);
+    else return;
+    c = checkpoint::load(o.checkpoint_path);
+  });
+  if constexpr (distributed) {
+    std::vector<std::uint8_t> bytes;
+    if (c) bytes = c->serialize();
+    dist::broadcast_bytes(comm, bytes);
+    dist::agree(comm, [&] {
+      if (!bytes.empty() && rank() != 0)
+        c = checkpoint::parse(bytes.data(), bytes.size(), o.checkpoint_path + " (rank 0's)");
+    });
+  }
+  dist::agree(comm, [&] {
+    if (!c) return;
+    if (c->seed != o.seed)
+      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": written with seed " +
+                             std::to_string(c->seed) + ", this fit has seed " + std::to_string(o.seed) +
+                             " (another data order)");
+    // More steps done than this whole fit has: another batch size, fewer epochs or max_steps.
+    if (c->steps > total)
+      throw checkpoint_error("locus: checkpoint " + o.checkpoint_path + ": " + std::to_string(c->steps) +
+                             " steps done, past the end of this fit (" + std::to_string(total) +
+                             " steps in all): written by a run with another batch, epochs or max_steps");
+    restore_unchecked(*c, o.checkpoint_path);
+    result.resumed_from = std::size_t(c->steps);
+  });
+}
+
+template <class Policy, class Set>
+void trainer<Policy, Set>::compare_runs(const data::labelled_images& data, const fit_options& o, std::size_t total) {
+  std::vector<std::pair<std::string, std::uint64_t>> fields = {
+      {"batches per epoch", data.size() / o.batch},
+      {"epochs", o.epochs},
+      {"batch", o.batch},
+      {"max_steps", o.max_steps},
+      {"steps", total},
+      {"seed", o.seed},
+      {"parameters", parameter_count()},
+      {"devices per rank", set_->device_count()},
+      {"checkpoint_every", o.checkpoint_every},
+      {"checkpoint_path given", o.checkpoint_path.empty() ? 0u : 1u},
+      {"on_non_finite", std::uint64_t(o.on_non_finite)},
+      {"clip_norm (its float's bits)", std::bit_cast<std::uint32_t>(o.clip_norm)},
+      {"warmup_steps", o.warmup_steps.value_or(0)},
+      {"schedule", std::uint64_t(o.schedule.value_or(lr_schedule::constant))},
+      {"epochs evaluated (validation or on_epoch given)", (o.validation || o.on_epoch) ? 1u : 0u},
+  };
+  if constexpr (requires { policy_.agreement(); })
+    for (auto& [name, value] : policy_.agreement()) fields.emplace_back(std::string(Policy::name) + "." + name, value);
+  dist::agree_on_values(set_->comm(), fields, "locus: fit: the ranks disagree on the run",
+                        ": every rank must call fit with the same model, data size and options");
+}
 
 /// The replica set of data_parallel<Policy, Ds...>; a stand-in where the policy or the list is
 /// refused (its static_assert speaks, not a cascade of errors).
@@ -702,3 +739,22 @@ public:
 };
 
 }  // namespace locus::train
+
+// The built-in policies' trainers over the in-process communicators, for every kind of replica set
+// (the cpu, GPUs, both), compiled once, in the run-time file, in a separate-runtime program
+// (config.hpp, LOCUS_DETAIL_PREBUILT): the program's own files then compile a data_parallel's
+// typed surface and constructor only. mpi<P> and nccl<P> trainers are compiled where they are used.
+#ifdef LOCUS_DETAIL_PREBUILT
+#  define LOCUS_DETAIL_PREBUILT_TRAINERS(...)                                                                   \
+    LOCUS_DETAIL_PREBUILT class detail::trainer<sync_average, replica_set<dist::any_group<false, false>, __VA_ARGS__>>; \
+    LOCUS_DETAIL_PREBUILT class detail::trainer<hogwild, replica_set<dist::any_group<false, false>, __VA_ARGS__>>;      \
+    LOCUS_DETAIL_PREBUILT class detail::trainer<local_sgd, replica_set<dist::any_group<false, false>, __VA_ARGS__>>;
+namespace locus::train {
+LOCUS_DETAIL_PREBUILT_TRAINERS(cpu)
+#  if LOCUS_HAS_GPUS
+LOCUS_DETAIL_PREBUILT_TRAINERS(any_gpu)
+LOCUS_DETAIL_PREBUILT_TRAINERS(cpu, any_gpu)
+#  endif
+}  // namespace locus::train
+#  undef LOCUS_DETAIL_PREBUILT_TRAINERS
+#endif
