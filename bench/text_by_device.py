@@ -5,7 +5,7 @@ Usage: bench/text_by_device.py OBJECT [--top N]
 
 Reads the object's function symbols (`nm -S -C`), and folds names that differ only in
   device      locus::cpu / locus::gpu<N>                                 -> D
-  list        a device list (replica_set<Kind, D, D, ...>, data_parallel<P, D, ...>) -> one D
+  list        a device list (data_parallel<P, D, ...>, dist::group_adapter<K::group<D, ...>, D, ...>) -> one D
   replica     std::integral_constant<unsigned long, I> (a replica index) -> I
   kind        the communicator kind (dist::in_process, automatic, mpi, nccl) -> K
 and prints the text of all functions, the text left if every folded group were compiled once

@@ -126,13 +126,6 @@ struct fit_context {
   std::size_t epoch_steps_ = 0;
 };
 
-namespace detail {
-/// A replica set of the cpu alone: what the concept checks run() against (run is a template over
-/// the set; any would do).
-template <class P>
-using probe_set = replica_set<dist::any_group<false, false>, cpu>;
-}  // namespace detail
-
 /// P is a training policy (see the list at the top).
 template <class P>
 concept policy = std::is_class_v<P> && std::copy_constructible<P> &&
