@@ -119,6 +119,14 @@ TEST_CASE("a replica set holds its devices at run time: one type for every list 
   buffers.pop_back();
   CHECK(error_of([&] { s.comm().all_reduce_sum(buffers); }) ==
         "locus: communicator: 2 buffers for a group of 3 devices (one per replica, in the group's order)");
+  // A run-time device list the set's kinds do not hold is refused by name, not left out.
+  using gpus_only = replica_set_for<dist::in_process, gpu<0>>;
+  CHECK(error_of([&] {
+          gpus_only wrong(locus::train::detail::make_group<dist::in_process, gpu<0>>(),
+                          std::vector<device_id>{{device_kind::gpu, 0}, {device_kind::cpu, 0}}, mlp<float>({16, 8, 4}, 3),
+                          sgd{0.1f});
+        }) == "locus: replica_set: /job:localhost/replica:0/task:0/device:CPU:0 is not of the set's kinds of device "
+              "(any_gpu); make the set with replica_set_for<Kind, Devices...>");
   // And it trains like the typed list it came from.
   auto data = synthetic(512, 2);
   const double before = t.accuracy(data);

@@ -339,26 +339,24 @@ public:
   /// Writes the trained parameters into p, a parameter set of the same model on any device.
   template <parameter_set P>
   void parameters_into(P& p) const {
-    const auto src = set_->parameters();
-    const auto sizes = set_->home([](const auto& r) {
-      std::vector<std::size_t> out;
-      for (const auto& v : r.model().parameters()) out.push_back(v.size());
-      return out;
-    });
-    std::size_t index = 0;
-    p.for_each([&](const auto& v) {
-      if (index >= sizes.size() || v.size() != sizes[index])
-        throw shape_error("locus: parameters_into: tensor " + std::to_string(index) + " of " +
-                          std::to_string(v.size()) + " elements does not match the trained model");
-      ++index;
-    });
-    if (index != sizes.size()) throw shape_error("locus: parameters_into: the parameter set has too few tensors");
-    std::size_t offset = 0;
-    p.for_each([&](const auto& v) {
-      using V = std::remove_cvref_t<decltype(v)>;
-      locus::transfer(tensor_view<float, typename V::device_type, 1>(v.data(), shape{v.size()}),
-                      tensor_view<const float, cpu, 1>(src.data() + offset, shape{v.size()}));
-      offset += v.size();
+    // From replica 0's tensors to p's, device to device (inside replica 0's scope), after every
+    // tensor's size is checked: nothing is written on a mismatch.
+    set_->home([&](const auto& r) {
+      const auto& src = r.model().parameters();
+      std::size_t index = 0;
+      p.for_each([&](const auto& v) {
+        if (index >= src.size() || v.size() != src[index].size())
+          throw shape_error("locus: parameters_into: tensor " + std::to_string(index) + " of " +
+                            std::to_string(v.size()) + " elements does not match the trained model");
+        ++index;
+      });
+      if (index != src.size()) throw shape_error("locus: parameters_into: the parameter set has too few tensors");
+      index = 0;
+      p.for_each([&](const auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        locus::transfer(tensor_view<float, typename V::device_type, 1>(v.data(), shape{v.size()}), src[index]);
+        ++index;
+      });
     });
   }
 

@@ -134,7 +134,12 @@ template <device D>
 }
 
 [[noreturn]] LOCUS_RUNTIME_INLINE void throw_no_replica(std::size_t i, std::size_t count);
+[[noreturn]] LOCUS_RUNTIME_INLINE void throw_kind_not_in_set(device_id d, const std::string& kinds);
 #if LOCUS_RUNTIME_DEFINITIONS
+LOCUS_RUNTIME_INLINE void throw_kind_not_in_set(device_id d, const std::string& kinds) {
+  throw config_error("locus: replica_set: " + d.full_name() + " is not of the set's kinds of device (" + kinds.substr(1) +
+                     "); make the set with replica_set_for<Kind, Devices...>");
+}
 LOCUS_RUNTIME_INLINE void throw_no_replica(std::size_t i, std::size_t count) {
   throw config_error("locus: replica_set: replica " + std::to_string(i) + " of a set of " + std::to_string(count) +
                      " (this process's replicas count from 0)");
@@ -394,9 +399,10 @@ private:
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       const device_id d = devices_[i];
       const device_scope scope(d);
-      [&]<std::size_t... K>(std::index_sequence<K...>) {
-        (add_slot<kind_at<K>, M>(i, d, shared) || ...);
+      const bool made = [&]<std::size_t... K>(std::index_sequence<K...>) {
+        return (add_slot<kind_at<K>, M>(i, d, shared) || ...);
       }(std::make_index_sequence<kinds>{});
+      if (!made) detail::throw_kind_not_in_set(d, ((std::string(" ") + (is_gpu_v<Cs> ? "any_gpu" : "cpu")) + ...));
     }
     size_ = home([](const auto& r) { return r.model().size(); });
     each([&](auto& r) {
