@@ -56,8 +56,11 @@
 //     #endif
 // an explicit instantiation definition in the run-time file, a declaration (`extern template`) in
 // the program's other files, which then compile calls into it instead of the code. Header-only
-// programs instantiate them where they are used, as any template.
-#if defined(LOCUS_RUNTIME_IMPLEMENTATION)
+// programs instantiate them where they are used, as any template. (LOCUS_DETAIL_NO_PREBUILT, for
+// locus's own link-failure tests, which compile the run-time file several times and never call the
+// prebuilt code: every file of such a program defines it, and nothing is prebuilt.)
+#if defined(LOCUS_DETAIL_NO_PREBUILT)
+#elif defined(LOCUS_RUNTIME_IMPLEMENTATION)
 #  define LOCUS_DETAIL_PREBUILT template
 #elif defined(LOCUS_SEPARATE_RUNTIME) && LOCUS_SEPARATE_RUNTIME
 #  define LOCUS_DETAIL_PREBUILT extern template
