@@ -55,6 +55,39 @@ double epoch_seconds(const data::labelled_images& train, int reps, float lr, Pol
   return median(t);
 }
 
+#if LOCUS_HAS_GPUS
+/// Host waits (host_waits) and kernel launches per training step in steady state, summed over the
+/// list's GPUs: a fit of 60 steps less one of 10 (the first steps' set-up cancels out), over 50.
+struct per_step {
+  double waits = 0, launches = 0;
+};
+template <class Policy, class... Ds>
+per_step counts_per_step(const data::labelled_images& train, Policy policy = {}) {
+  const auto total = [] {
+    std::size_t w = 0, l = 0;
+    ((w += host_waits(id_of<Ds>), l += kernel_launches(id_of<Ds>)), ...);
+    return std::pair{w, l};
+  };
+  const auto run = [&](std::size_t steps) {
+    data_parallel<Policy, Ds...> trainer{mlp<float>({784, 256, 10}, 1), sgd{0.1f, 0.9f}, policy};
+    fit_options o;
+    o.epochs = 1;
+    o.batch = 256;
+    o.max_steps = steps;
+    o.log_every = 0;
+    o.bar = progress_bar::off;
+    const auto before = total();
+    const std::size_t done = trainer.fit(train, o).steps;
+    const auto after = total();
+    return std::tuple{after.first - before.first, after.second - before.second, done};
+  };
+  const auto [w10, l10, s10] = run(10);
+  const auto [w60, l60, s60] = run(60);
+  const double steps = double(s60 - s10);
+  return {double(w60 - w10) / steps, double(l60 - l10) / steps};
+}
+#endif
+
 #if LOCUS_HAS_CBLAS
 /// The matrix products of one epoch alone: per step x W1, h W2, h^T dz, dz W2^T, x^T dh.
 double blas_floor_seconds(std::size_t steps, int reps) {
@@ -207,6 +240,18 @@ int main(int argc, char** argv) {
   row("hogwild (defaults)", 4, epoch_seconds<hogwild, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.1f), s1);
   row("local_sgd (period 4)", 2, epoch_seconds<local_sgd, gpu<0>, gpu<1>>(train, reps, 0.1f), s1);
   row("local_sgd (period 4)", 4, epoch_seconds<local_sgd, gpu<0>, gpu<1>, gpu<2>, gpu<3>>(train, reps, 0.1f), s1);
+
+  // Issue 32: a step on GPUs should not make the host wait (on a real GPU each wait drains the
+  // device's queue). Counted on emulated GPUs exactly where the CUDA build waits.
+  locus_bench::header("host waits and kernel launches per step (steady state, summed over the GPUs)",
+                      {"policy", "devices", "host waits / step", "kernel launches / step", "target"});
+  const auto count_row = [](const char* policy, int devices, per_step c) {
+    std::printf("| %s | %d | %.2f | %.1f | 0 waits |\n", policy, devices, c.waits, c.launches);
+  };
+  count_row("sync_average", 1, counts_per_step<sync_average, gpu<0>>(train));
+  count_row("sync_average", 2, counts_per_step<sync_average, gpu<0>, gpu<1>>(train));
+  count_row("hogwild", 2, counts_per_step<hogwild, gpu<0>, gpu<1>>(train));
+  count_row("local_sgd (period 4)", 2, counts_per_step<local_sgd, gpu<0>, gpu<1>>(train));
 #endif
   return 0;
 }

@@ -231,3 +231,39 @@ TEST_CASE("a gpu<N> evaluation runs as any_gpu on gpu<N>, inside any scope, and 
   }
 }
 #endif
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("host_waits counts each time the host waits on a GPU: reads and complete copies, never a kernel",
+          "[device][counters]") {
+  const device_id g0 = id_of<gpu<0>>, g1 = id_of<gpu<1>>;
+  tensor<float, gpu<0>> a(shape{1000}, 2.f);
+  tensor<float, gpu<0>, 0> s;
+  const auto w0 = host_waits(g0), w1 = host_waits(g1), l0 = kernel_launches(g0);
+  tensor<float, gpu<0>> b = on<gpu<0>>(a * 3.f + 1.f);  // kernels, a reduction, a copy within the GPU:
+  b = b * 2.f;                                           // the host goes on
+  s = sum(b);
+  const tensor<float, gpu<0>> c = b.clone();
+  CHECK(kernel_launches(g0) >= l0 + 3);
+  CHECK(host_waits(g0) == w0);
+
+  CHECK(s.item() == 14000.f);  // a read: one wait
+  CHECK(host_waits(g0) == w0 + 1);
+  CHECK(c.to_vector() == std::vector<float>(1000, 14.f));
+  CHECK(host_waits(g0) == w0 + 2);
+  const tensor<float, gpu<1>> d = to<gpu<1>>(c);  // between two GPUs: one on each
+  CHECK(host_waits(g0) == w0 + 3);
+  CHECK(host_waits(g1) == w1 + 1);
+  const tensor<float, gpu<1>> e{1.f, 2.f, 3.f};  // from the host: complete when it returns
+  CHECK(host_waits(g1) == w1 + 2);
+  const tensor<float, gpu<0>, 0> empty = sum(tensor<float, gpu<0>>(shape{0}));
+  const auto w = host_waits(g0);
+  CHECK(tensor<float, gpu<0>>(shape{0}).to_vector().empty());  // nothing to copy: no wait
+  CHECK(host_waits(g0) == w);
+  CHECK(host_waits(id_of<cpu>) == 0);  // the cpu never waits on itself
+  CHECK(to<cpu>(d).to_vector().size() == 1000);
+  CHECK(host_waits(id_of<cpu>) == 0);
+  CHECK(host_waits(g1) == w1 + 3);
+  (void)empty;
+  (void)e;
+}
+#endif

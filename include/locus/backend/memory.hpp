@@ -61,10 +61,17 @@ private:
   return true;
 }
 
-/// Waits until all work queued on d is done.
-inline void synchronize([[maybe_unused]] device_id d) {
-#if LOCUS_HAS_CUDA
+/// Counts one host wait on GPU d (host_waits): where the host blocks until d's queued work is done.
+inline void count_host_wait(device_id d) {
+  if (d.is_gpu()) registry::instance().counters(d).host_waits.fetch_add(1, std::memory_order_relaxed);
+}
+
+/// Waits until all work queued on d is done (a host wait; on an emulated GPU it is done already,
+/// and the wait is counted all the same).
+inline void synchronize(device_id d) {
   if (!d.is_gpu()) return;
+  count_host_wait(d);
+#if LOCUS_HAS_CUDA
   auto& r = registry::instance();
   cuda::device_guard guard(r.physical_of(d.index), d);
   LOCUS_CUDA_CHECK(cudaStreamSynchronize(r.stream(d)), d);
@@ -123,9 +130,13 @@ inline void copy(device_id to, void* dst, device_id from, const void* src, std::
     }
   }
 #else
-  (void)to;
-  (void)from;
   std::memmove(dst, src, bytes);  // host and emulated GPUs share the address space
+  // The waits the CUDA path above makes: after a copy from the host (on to), to the host (on
+  // from), between two GPUs (on both); none within one GPU.
+  if (to != from) {
+    count_host_wait(from);
+    count_host_wait(to);
+  }
 #endif
 }
 

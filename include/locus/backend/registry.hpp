@@ -30,9 +30,12 @@
 namespace locus {
 namespace backend {
 
-/// Per-device counters that tests and benchmarks read: one kernel (or parallel loop) per launch.
+/// Per-device counters that tests and benchmarks read: one kernel (or parallel loop) per launch;
+/// one host wait each time the host blocks until a GPU's queued work is done (backend::synchronize:
+/// a device-to-host copy, a copy that must be complete when it returns, a collective's end).
 struct device_counters {
   std::atomic<std::size_t> launches{0};
+  std::atomic<std::size_t> host_waits{0};
 };
 
 class registry;
@@ -338,6 +341,16 @@ inline void set_cache_limit(device_id d, std::optional<std::size_t> bytes) {
 /// Kernel launches (one per fused expression or reduction) on a device since the start.
 [[nodiscard]] inline std::size_t kernel_launches(device_id d) {
   return backend::registry::instance().counters(d).launches.load(std::memory_order_relaxed);
+}
+
+/// The times the host has blocked until GPU d's queued work was done, since the start: each
+/// synchronisation, so each copy from d to the host (a scalar read, to_vector, printing), each copy
+/// to d that returns complete (from the host, from another GPU), each collective's end. A wait is
+/// counted where a real GPU makes the host wait, so emulated GPUs count the same waits as the
+/// hardware (their work is done by then already) and tests on the host can keep a step free of
+/// them. A kernel launch is not a wait. Always 0 for the cpu.
+[[nodiscard]] inline std::size_t host_waits(device_id d) {
+  return backend::registry::instance().counters(d).host_waits.load(std::memory_order_relaxed);
 }
 
 }  // namespace locus

@@ -11,6 +11,7 @@
 // NCCL refuses two ranks on one physical GPU, so logical GPUs sharing a card cannot use it
 // (config_error naming them); dist::automatic falls back to dist::in_process there.
 #include <locus/config.hpp>
+#include <locus/backend/memory.hpp>
 #include <locus/backend/registry.hpp>
 #include <locus/device/device.hpp>
 #include <locus/dist/communicator.hpp>
@@ -163,6 +164,7 @@ private:
     auto& r = backend::registry::instance();
     for (std::size_t i = 0; i < n; ++i) {
       backend::cuda::device_guard guard(r.physical_of(ids[i].index), ids[i]);
+      backend::count_host_wait(ids[i]);
       LOCUS_CUDA_CHECK(cudaStreamSynchronize(streams_[i]), ids[i]);
     }
   }
