@@ -439,3 +439,67 @@ TEST_CASE("the README's policy: sync_average's steps without clipping, its clipp
   CHECK(error_of([&] { mine{model, sgd{}}.fit(data, quiet(1, 63)); }) == "clipped_average: the batch must split evenly");
 #endif
 }
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("the finite check reads a gradient of many tensors in one host wait, and misses no element",
+          "[train][policy][faults]") {
+  using V = tensor_view<const float, gpu<1>, 1>;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  tensor<float, gpu<1>> w(shape{1000}, -big), b(shape{3}, 0.f), empty(shape{0}), last(shape{7}, 1e-30f);
+  const std::vector<V> views{V(w.data(), shape{1000}), V(empty.data(), shape{0}), V(b.data(), shape{3}),
+                             V(last.data(), shape{7})};
+  const auto waits = host_waits(id_of<gpu<1>>);
+  CHECK(train::detail::all_finite<gpu<1>>(views));  // the largest finite magnitudes are finite
+  CHECK(host_waits(id_of<gpu<1>>) == waits + 1);
+  CHECK(train::detail::all_finite<gpu<1>>(std::vector<V>{}));
+  CHECK(train::detail::all_finite<gpu<1>>(std::vector<V>{V(empty.data(), shape{0})}));
+  CHECK(host_waits(id_of<gpu<1>>) == waits + 1);  // nothing to read
+  for (const float bad : {inf, -inf, nan, -nan}) {
+    for (auto* t : {&w, &b, &last}) {
+      const std::vector<float> before = t->to_vector();
+      locus::transfer(tensor_view<float, gpu<1>, 1>(t->data() + t->size() - 1, shape{1}),
+                      tensor_view<const float, cpu, 1>(&bad, shape{1}));
+      CHECK_FALSE(train::detail::all_finite<gpu<1>>(views));
+      locus::transfer(tensor_view<float, gpu<1>, 1>(t->data(), shape{before.size()}),
+                      tensor_view<const float, cpu, 1>(before.data(), shape{before.size()}));
+    }
+  }
+  CHECK(train::detail::all_finite<gpu<1>>(views));
+}
+#endif
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("a sync_average step makes the host wait once, for its loss, failure flag and finite check together",
+          "[train][policy][counters]") {
+  mlp<float> model({16, 12, 4}, 5);
+  const auto data = synthetic(512, 2);
+  const device_id g0 = id_of<gpu<0>>, g1 = id_of<gpu<1>>;
+  // The waits per step of a fit of 6 steps, with the trainer's set-up (its first fit) left out.
+  const auto per_step = [&](auto& trainer, device_id d) {
+    auto o = quiet(1, 64);
+    o.max_steps = 2;
+    trainer.fit(data, o);
+    const auto before = host_waits(d);
+    o.max_steps = 6;
+    REQUIRE(trainer.fit(data, o).curve.size() == 6);
+    return double(host_waits(d) - before) / 6.0;
+  };
+  data_parallel<sync_average, gpu<0>> one{model, sgd{0.1f, 0.9f}};
+  CHECK(per_step(one, g0) == 1.0);
+  data_parallel<sync_average, gpu<1>> micro{model, sgd{0.1f, 0.9f}, sync_average{.accumulate = 4}};
+  CHECK(per_step(micro, g1) == 1.0);  // four micro-batches' losses summed on the device
+  // Two GPUs: the one read on the home device, and the in-process exchange's copies between the two
+  // (each copy between GPUs returns complete: one wait on each side, two copies a step).
+  data_parallel<sync_average, gpu<0>, gpu<1>> two{model, sgd{0.1f, 0.9f}};
+  CHECK(per_step(two, g0) == 3.0);
+  CHECK(per_step(two, g1) == 2.0);
+  // The loss read that way is the loss: the mean over the replicas of their shards' mean losses.
+  data_parallel<sync_average, gpu<0>> reference{model, sgd{0.1f, 0.9f}};
+  data_parallel<sync_average, gpu<0>, gpu<1>> again{model, sgd{0.1f, 0.9f}};
+  const auto a = reference.fit(data, quiet(1, 64));
+  const auto b = again.fit(data, quiet(1, 64));
+  REQUIRE(a.curve.size() == b.curve.size());
+  for (std::size_t i = 0; i < a.curve.size(); ++i) CHECK(b.curve[i].loss == Approx(a.curve[i].loss).epsilon(1e-5));
+}
+#endif

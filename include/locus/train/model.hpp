@@ -259,6 +259,10 @@ public:
   /// The mean loss on (x, y), y the rows' labels or float targets (whichever the model trains on);
   /// its gradient is kept, see gradients().
   virtual double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) = 0;
+  /// loss_and_grad without reading the loss: it is written into `loss` (an element on D) on the
+  /// device, or added to it with `add`. No host wait (host_waits): the caller reads it later, once.
+  virtual void loss_and_grad_into(const tensor<float, D, 2>& x, const data::targets<D>& y,
+                                  const tensor_view<float, D, 0>& loss, bool add) = 0;
   /// The mean loss on (x, y) in evaluation mode (no dropout; nothing kept, no random stream drawn).
   [[nodiscard]] virtual double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const = 0;
   /// The gradient of the last loss_and_grad, one view per parameter tensor.
@@ -319,9 +323,11 @@ public:
   /// The parameter tensors, flat, in for_each order.
   [[nodiscard]] const std::vector<flat_tensor>& tensors() const noexcept { return tensors_; }
 
-  /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`).
+  /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`). With `loss_out`
+  /// (an element on C) the loss is written there on the device (added to it with `add`) and 0
+  /// returned: no read, no host wait.
   LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const data::targets<C>& y, std::uint64_t stream,
-                                 std::vector<flat_tensor>& flat);
+                                 std::vector<flat_tensor>& flat, float* loss_out = nullptr, bool add = false);
 
   /// The loss of (x, y) in evaluation mode.
   LOCUS_NOINLINE double loss(const tensor<float, C, 2>& x, const data::targets<C>& y) const;
@@ -373,14 +379,21 @@ const targets_of<M, C>& model_core<M, C>::targets_for(const data::targets<C>& y)
 
 template <class M, device C>
 double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const data::targets<C>& targets, std::uint64_t stream,
-                                  std::vector<flat_tensor>& flat) {
+                                  std::vector<flat_tensor>& flat, float* loss_out, bool add) {
   const auto& y = targets_for(targets);
   auto s = [&] {
     if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
       return model_->loss_and_grad(*p_, x, y, stream);
     else return model_->loss_and_grad(*p_, x, y);
   }();
-  const double loss = double(s.loss.item());
+  double loss = 0;
+  if (loss_out == nullptr) {
+    loss = double(s.loss.item());
+  } else {
+    const tensor_view<float, C, 0> out(loss_out, locus::shape<0>{});
+    if (add) out = out + s.loss;
+    else out = copy(s.loss);
+  }
   grad_.emplace(std::move(s.grad));
   std::as_const(*grad_).for_each([&]<class G>(const G& g) {
     if constexpr (!is_parameter_view<G, C, true>) explain_parameter_view<G, C, true>();
@@ -458,15 +471,11 @@ public:
   }
 
   double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) override {
-    this->grads_.clear();
-    const device_scope scope(id_of<D>);
-    std::vector<detail::flat_tensor> flat;
-    const double loss = core_->gradient(locus::detail::borrow<C>(x), borrow(y), this->next_stream(), flat);
-    detail::check_gradient_sizes(flat, sizes_);
-    std::vector<tensor_view<const float, D, 1>> views;
-    for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});
-    this->grads_ = std::move(views);
-    return loss;
+    return gradient(x, y, nullptr, false);
+  }
+  void loss_and_grad_into(const tensor<float, D, 2>& x, const data::targets<D>& y, const tensor_view<float, D, 0>& loss,
+                          bool add) override {
+    (void)gradient(x, y, loss.data(), add);
   }
 
   [[nodiscard]] double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const override {
@@ -480,6 +489,18 @@ public:
   }
 
 private:
+  double gradient(const tensor<float, D, 2>& x, const data::targets<D>& y, float* loss_out, bool add) {
+    this->grads_.clear();
+    const device_scope scope(id_of<D>);
+    std::vector<detail::flat_tensor> flat;
+    const double loss = core_->gradient(locus::detail::borrow<C>(x), borrow(y), this->next_stream(), flat, loss_out, add);
+    detail::check_gradient_sizes(flat, sizes_);
+    std::vector<tensor_view<const float, D, 1>> views;
+    for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});
+    this->grads_ = std::move(views);
+    return loss;
+  }
+
   static data::targets<C> borrow(const data::targets<D>& y) {
     return {locus::detail::borrow<C>(y.labels), locus::detail::borrow<C>(y.values)};
   }

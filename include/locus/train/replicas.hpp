@@ -25,6 +25,7 @@
 #include <locus/train/optimizer.hpp>
 #include <locus/train/runner.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -102,11 +103,44 @@ LOCUS_NOINLINE tensor<float, D, 1> zeros(std::size_t n) {
 /// True when every element of the views is finite (one reduction each, on their device): the
 /// largest magnitude, which is NaN when any element is (max lets NaN win) and never overflows
 /// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
+/// Each view's largest magnitude goes into one slot of a buffer on D, and the buffer comes to the
+/// host in one copy: one host wait however many tensors the gradient is held in.
 template <device D, class Views>
 [[nodiscard]] bool all_finite(const Views& views) {
+  std::size_t n = 0;
+  for (const auto& v : views) n += v.size() != 0 ? 1 : 0;
+  if (n == 0) return true;
+  auto largest = tensor<float, D, 1>::uninitialized_of(shape{n});
+  std::size_t k = 0;
   for (const auto& v : views)
-    if (v.size() != 0 && !std::isfinite(double(on<D>(max(abs(v))).item()))) return false;
+    if (v.size() != 0) tensor_view<float, D, 0>(largest.data() + k++, locus::shape<0>{}) = max(abs(v));
+  for (const float m : largest.to_vector())
+    if (!std::isfinite(m)) return false;
   return true;
+}
+
+/// What a synchronous step reads of its gradient (step_summary).
+struct step_read {
+  float loss = 0;       ///< slot n of the flat buffer
+  bool failed = false;  ///< slot n + 1 set: a rank failed
+  bool finite = true;   ///< every element of the gradient's views finite
+};
+
+/// A flat buffer's slots n and n + 1 (the loss, the failure flag) and the largest magnitude of each
+/// of the views (NaN when one of its elements is NaN), in one copy to the host: a step's one host
+/// wait, where reading each would be one wait each.
+template <device D, class Views>
+[[nodiscard]] step_read step_summary(const tensor<float, D, 1>& g, std::size_t n, const Views& views) {
+  auto t = tensor<float, D, 1>::uninitialized_of(shape{2 + std::size(views)});
+  backend::copy(id_of<D>, t.data(), id_of<D>, g.data() + n, 2 * sizeof(float));
+  std::size_t k = 2;
+  for (const auto& v : views) {
+    const tensor_view<float, D, 0> largest(t.data() + k++, locus::shape<0>{});
+    if (v.size() == 0) largest.fill(0.f);
+    else largest = max(abs(v));
+  }
+  const std::vector<float> read = t.to_vector();
+  return {read[0], read[1] > 0.f, std::all_of(read.begin() + 2, read.end(), [](float m) { return std::isfinite(m); })};
 }
 
 /// The sum of the squares of every element of the views, in double (one reduction each, on their

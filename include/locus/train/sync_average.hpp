@@ -47,16 +47,18 @@ struct sync_shard {
 };
 
 /// Replica `index`'s share of a sync_average step: the gradient of its shard of the batch, summed
-/// over the micro-batches on the replica and packed into its flat buffer `g` with the loss in slot
-/// n. Returns the loss summed over the micro-batches. A function of the kind of device alone: every
-/// policy and communicator kind shares one copy.
+/// over the micro-batches on the replica (packed: into its flat buffer `g`, else kept in the
+/// model's tensors), the loss summed over them into slot n of `g` and 0 into slot n + 1 (no
+/// failure), all written on the device: the host waits for none of it (the loss is read once, with
+/// the finite check, by step_summary). A function of the kind of device alone: every policy and
+/// communicator kind shares one copy.
 template <device D>
-double sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
-  double loss = 0;
+void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
+  const tensor_view<float, D, 0> loss_slot(g.data() + s.n, locus::shape<0>{});
   for (std::size_t k = 0; k < s.accumulate; ++k) {
     auto [x, y] = data::gather<D>(s.data, s.order, mine.first + k * s.micro, s.micro);
-    loss += r.loss_and_grad(x, y);
+    r.loss_and_grad_into(x, y, loss_slot, k > 0);
     if (!s.packed) continue;
     if (k == 0) {
       r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{s.n}));
@@ -65,8 +67,7 @@ double sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s,
       for (std::size_t t = 0; t < sums.size(); ++t) sums[t] = sums[t] + r.gradients()[t];
     }
   }
-  if (s.packed) set_slots(g, s.n, {float(loss), 0.f});
-  return loss;
+  tensor_view<float, D, 1>(g.data() + s.n + 1, shape{1}).fill(0.f);
 }
 
 }  // namespace detail
@@ -117,7 +118,6 @@ struct basic_sync_average {
     const bool packed = devices > 1 || spans || accumulate > 1;
     const std::size_t micro = o.batch / replicas / accumulate;
     const float mean = packed ? 1.f / float(replicas * accumulate) : 1.f;
-    std::vector<double> losses(devices);
     std::vector<std::string> failures(devices);
     const std::size_t per_epoch = c.data.size() / o.batch;
     // Resumed: start in the epoch of the first step not done (no order is drawn for the others).
@@ -143,7 +143,7 @@ struct basic_sync_average {
               detail::set_slots(g, n, {0.f, 1.f});
               return;
             }
-            losses[i] = detail::sync_gradient(r.model(), g, shard, s.first_replica() + i);
+            detail::sync_gradient(r.model(), g, shard, s.first_replica() + i);
           } catch (...) {
             if constexpr (!spans) throw;
             // Across ranks the failure travels in the buffer: every rank learns of it (whatever
@@ -152,19 +152,22 @@ struct basic_sync_average {
             detail::set_slots(g, n, {0.f, 1.f});
           }
         });
-        double loss = losses[0] / double(accumulate);
+        std::string failure;
         if (packed) {
-          std::string failure;
           for (const auto& f : failures)
             if (failure.empty()) failure = f;
           s.comm().all_reduce_sum(s.buffers(n + Set::extra));
           // The sum's scale to the mean rides in the update's kernel (one pass fewer per replica).
-          const auto [sum, flag] = s.home([&](auto& h) {
-            return std::pair{detail::slot(h.buffer(), n), spans ? detail::slot(h.buffer(), n + 1) : 0.f};
-          });
-          if (flag > 0.f) throw error(s.comm().first_failure(failure));
-          loss = double(sum) * double(mean);
         }
+        // The loss, the failure flag and the finite check of the gradient this step applies come
+        // to the host in one read (one host wait a step, besides the exchange's own).
+        const auto summary = s.home([&](auto& h) {
+          using H = typename std::remove_cvref_t<decltype(h)>::device_type;
+          if (packed) return detail::step_summary<H>(h.buffer(), n, std::array{tensor_view<const float, H, 1>(h.buffer().data(), shape{n})});
+          return detail::step_summary<H>(h.buffer(), n, h.model().gradients());
+        });
+        if (spans && summary.failed) throw error(s.comm().first_failure(failure));
+        const double loss = double(summary.loss) * double(mean);
         // The gradient this step applies, on the home device: the exchanged sum, or (one device,
         // not packed) the model's own tensors. Checked for finiteness, and its norm (before the
         // clipping) for clipping: the norm of the mean gradient (the sum's, scaled; in double:
@@ -174,7 +177,7 @@ struct basic_sync_average {
           std::vector<tensor_view<const float, H, 1>> exchanged;
           if (packed) exchanged.emplace_back(h.buffer().data(), shape{n});
           const auto& gradient = packed ? exchanged : h.model().gradients();
-          const bool ok = std::isfinite(loss) && detail::all_finite<H>(gradient);
+          const bool ok = std::isfinite(loss) && summary.finite;
           const double size = ok && o.clip_norm > 0 ? std::sqrt(detail::squared_norm<H>(gradient)) * double(mean) : 0.0;
           return std::pair{ok, size};
         });
