@@ -6,6 +6,7 @@
 #include <locus/train/mlp.hpp>
 #include <locus/train/softmax_regression.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -501,5 +502,39 @@ TEST_CASE("a sync_average step makes the host wait once, for its loss, failure f
   const auto b = again.fit(data, quiet(1, 64));
   REQUIRE(a.curve.size() == b.curve.size());
   for (std::size_t i = 0; i < a.curve.size(); ++i) CHECK(b.curve[i].loss == Approx(a.curve[i].loss).epsilon(1e-5));
+}
+#endif
+
+#if LOCUS_HAS_GPUS
+TEST_CASE("non-finite steps on GPUs: the loss and the finite check read together still catch each NaN",
+          "[train][policy][faults]") {
+  const auto data = synthetic(512, 3);
+  for (bool loss : {true, false}) {
+    INFO("NaN in the " << (loss ? "loss" : "gradient"));
+    {  // two GPUs: the exchanged gradient and the summed loss
+      data_parallel<sync_average, gpu<0>, gpu<1>> t{poisoned_model(16, 4, 6, loss), sgd{0.1f, 0.9f}};
+      const auto message = error_of([&] { t.fit(data, quiet(1, 64)); });
+      CHECK(message.rfind("locus: fit: step 4: the loss (", 0) == 0);  // call 6 is replica 0's 4th
+    }
+    {  // one GPU, micro-batches: the loss summed on the device
+      auto o = quiet(1, 64);
+      o.on_non_finite = non_finite::skip_step;
+      data_parallel<sync_average, gpu<1>> t{poisoned_model(16, 4, 5, loss), sgd{0.1f, 0.9f},
+                                            sync_average{.accumulate = 2}};
+      CHECK(t.fit(data, o).skipped == 1);
+      const auto p = t.parameters();
+      CHECK(std::all_of(p.begin(), p.end(), [](float v) { return std::isfinite(v); }));
+    }
+    const auto stops_at_3 = [&]<class Policy>(Policy policy) {
+      auto o = quiet(1, 64);
+      o.on_non_finite = non_finite::stop;
+      data_parallel<Policy, gpu<1>> t{poisoned_model(16, 4, 3, loss), sgd{0.1f, 0.9f}, policy};
+      const auto r = t.fit(data, o);
+      CHECK(r.stopped);
+      CHECK(r.curve.size() == 3);
+    };
+    stops_at_3(hogwild{.lookahead = false});
+    stops_at_3(local_sgd{});
+  }
 }
 #endif

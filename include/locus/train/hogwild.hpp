@@ -161,8 +161,9 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
     }
     from_host(staging, local.parameters());
     auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
-    const double loss = local.loss_and_grad(x, y);
-    if (!std::isfinite(loss) || !all_finite<D>(local.gradients())) {
+    const auto checked = checked_loss_and_grad(local, x, y);  // one host wait for both
+    const double loss = checked.first;
+    if (!checked.second) {
       if (o.on_non_finite == non_finite::throw_error)
         throw non_finite_error("locus: fit: a step of the worker on " + device_id(id_of<D>).full_name() +
                                ": the loss or the gradient is not finite; the step is not applied");

@@ -52,8 +52,9 @@ template <device D>
 bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
   auto [x, y] = data::gather<D>(s.data, s.order, mine.first, mine.count);
-  loss = r.loss_and_grad(x, y);
-  if (std::isfinite(loss) && all_finite<D>(r.gradients())) return true;
+  const auto checked = checked_loss_and_grad(r, x, y);  // one host wait for both
+  loss = checked.first;
+  if (checked.second) return true;
   if (s.on_non_finite == non_finite::throw_error)
     throw non_finite_error("locus: fit: step " + std::to_string(s.step + 1) + " of the replica on " +
                            id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");

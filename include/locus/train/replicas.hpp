@@ -119,6 +119,23 @@ template <device D, class Views>
   return true;
 }
 
+/// r.loss_and_grad(x, y), and whether its loss and every element of its gradient are finite, in
+/// one read to the host (one host wait, where reading the loss and checking the gradient are two).
+template <device D>
+[[nodiscard]] std::pair<double, bool> checked_loss_and_grad(replica<D>& r, const tensor<float, D, 2>& x,
+                                                            const data::targets<D>& y) {
+  auto t = tensor<float, D, 1>::uninitialized_of(shape{1 + r.parameters().size()});
+  r.loss_and_grad_into(x, y, tensor_view<float, D, 0>(t.data(), locus::shape<0>{}), false);
+  std::size_t k = 1;
+  for (const auto& v : r.gradients()) {
+    const tensor_view<float, D, 0> largest(t.data() + k++, locus::shape<0>{});
+    if (v.size() == 0) largest.fill(0.f);
+    else largest = max(abs(v));
+  }
+  const std::vector<float> read = t.to_vector();
+  return {double(read[0]), std::all_of(read.begin(), read.end(), [](float m) { return std::isfinite(m); })};
+}
+
 /// What a synchronous step reads of its gradient (step_summary).
 struct step_read {
   float loss = 0;       ///< slot n of the flat buffer
