@@ -99,16 +99,18 @@ inline void copy(device_id to, void* dst, device_id from, const void* src, std::
     cuda::device_guard guard(r.physical_of(to.index), to);
     LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream(to)), to);
   } else {
-    synchronize(from);
     const int pt = r.physical_of(to.index), pf = r.physical_of(from.index);
+    int can = 0;
+    if (pt != pf) LOCUS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, pt, pf), to);
+    // The source's work done before `to`'s stream reads it (the staged path below orders the copy
+    // on `from`'s own stream instead): one wait on each side, as host_waits documents.
+    if (pt == pf || can) synchronize(from);
     if (pt == pf) {  // two logical GPUs on one card
       cuda::device_guard guard(pt, to);
       LOCUS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream(to)), to);
       synchronize(to);
       return;
     }
-    int can = 0;
-    LOCUS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, pt, pf), to);
     if (can) {
       cuda::device_guard guard(pt, to);
       const cudaError_t e = cudaDeviceEnablePeerAccess(pf, 0);

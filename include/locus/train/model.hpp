@@ -260,9 +260,9 @@ public:
   /// its gradient is kept, see gradients().
   virtual double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) = 0;
   /// loss_and_grad without reading the loss: it is written into `loss` (an element on D) on the
-  /// device, or added to it with `add`. No host wait (host_waits): the caller reads it later, once.
+  /// device. No host wait (host_waits): the caller reads it later, once.
   virtual void loss_and_grad_into(const tensor<float, D, 2>& x, const data::targets<D>& y,
-                                  const tensor_view<float, D, 0>& loss, bool add) = 0;
+                                  const tensor_view<float, D, 0>& loss) = 0;
   /// The mean loss on (x, y) in evaluation mode (no dropout; nothing kept, no random stream drawn).
   [[nodiscard]] virtual double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const = 0;
   /// The gradient of the last loss_and_grad, one view per parameter tensor.
@@ -324,10 +324,10 @@ public:
   [[nodiscard]] const std::vector<flat_tensor>& tensors() const noexcept { return tensors_; }
 
   /// The loss of (x, y) and its gradient (kept; its tensors, flat, into `flat`). With `loss_out`
-  /// (an element on C) the loss is written there on the device (added to it with `add`) and 0
-  /// returned: no read, no host wait.
+  /// (an element on C) the loss is written there on the device and 0 returned: no read, no host
+  /// wait.
   LOCUS_NOINLINE double gradient(const tensor<float, C, 2>& x, const data::targets<C>& y, std::uint64_t stream,
-                                 std::vector<flat_tensor>& flat, float* loss_out = nullptr, bool add = false);
+                                 std::vector<flat_tensor>& flat, float* loss_out = nullptr);
 
   /// The loss of (x, y) in evaluation mode.
   LOCUS_NOINLINE double loss(const tensor<float, C, 2>& x, const data::targets<C>& y) const;
@@ -379,7 +379,7 @@ const targets_of<M, C>& model_core<M, C>::targets_for(const data::targets<C>& y)
 
 template <class M, device C>
 double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const data::targets<C>& targets, std::uint64_t stream,
-                                  std::vector<flat_tensor>& flat, float* loss_out, bool add) {
+                                  std::vector<flat_tensor>& flat, float* loss_out) {
   const auto& y = targets_for(targets);
   auto s = [&] {
     if constexpr (requires { model_->loss_and_grad(*p_, x, y, stream); })
@@ -390,9 +390,7 @@ double model_core<M, C>::gradient(const tensor<float, C, 2>& x, const data::targ
   if (loss_out == nullptr) {
     loss = double(s.loss.item());
   } else {
-    const tensor_view<float, C, 0> out(loss_out, locus::shape<0>{});
-    if (add) out = out + s.loss;
-    else out = copy(s.loss);
+    tensor_view<float, C, 0>(loss_out, locus::shape<0>{}) = copy(s.loss);
   }
   grad_.emplace(std::move(s.grad));
   std::as_const(*grad_).for_each([&]<class G>(const G& g) {
@@ -471,11 +469,11 @@ public:
   }
 
   double loss_and_grad(const tensor<float, D, 2>& x, const data::targets<D>& y) override {
-    return gradient(x, y, nullptr, false);
+    return gradient(x, y, nullptr);
   }
-  void loss_and_grad_into(const tensor<float, D, 2>& x, const data::targets<D>& y, const tensor_view<float, D, 0>& loss,
-                          bool add) override {
-    (void)gradient(x, y, loss.data(), add);
+  void loss_and_grad_into(const tensor<float, D, 2>& x, const data::targets<D>& y,
+                          const tensor_view<float, D, 0>& loss) override {
+    (void)gradient(x, y, loss.data());
   }
 
   [[nodiscard]] double loss(const tensor<float, D, 2>& x, const data::targets<D>& y) const override {
@@ -489,11 +487,11 @@ public:
   }
 
 private:
-  double gradient(const tensor<float, D, 2>& x, const data::targets<D>& y, float* loss_out, bool add) {
+  double gradient(const tensor<float, D, 2>& x, const data::targets<D>& y, float* loss_out) {
     this->grads_.clear();
     const device_scope scope(id_of<D>);
     std::vector<detail::flat_tensor> flat;
-    const double loss = core_->gradient(locus::detail::borrow<C>(x), borrow(y), this->next_stream(), flat, loss_out, add);
+    const double loss = core_->gradient(locus::detail::borrow<C>(x), borrow(y), this->next_stream(), flat, loss_out);
     detail::check_gradient_sizes(flat, sizes_);
     std::vector<tensor_view<const float, D, 1>> views;
     for (const auto& g : flat) views.emplace_back(g.data, shape{g.size});

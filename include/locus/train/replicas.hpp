@@ -125,7 +125,7 @@ template <device D>
 [[nodiscard]] std::pair<double, bool> checked_loss_and_grad(replica<D>& r, const tensor<float, D, 2>& x,
                                                             const data::targets<D>& y) {
   auto t = tensor<float, D, 1>::uninitialized_of(shape{1 + r.parameters().size()});
-  r.loss_and_grad_into(x, y, tensor_view<float, D, 0>(t.data(), locus::shape<0>{}), false);
+  r.loss_and_grad_into(x, y, tensor_view<float, D, 0>(t.data(), locus::shape<0>{}));
   std::size_t k = 1;
   for (const auto& v : r.gradients()) {
     const tensor_view<float, D, 0> largest(t.data() + k++, locus::shape<0>{});

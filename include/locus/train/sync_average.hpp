@@ -50,15 +50,19 @@ struct sync_shard {
 /// over the micro-batches on the replica (packed: into its flat buffer `g`, else kept in the
 /// model's tensors), the loss summed over them into slot n of `g` and 0 into slot n + 1 (no
 /// failure), all written on the device: the host waits for none of it (the loss is read once, with
-/// the finite check, by step_summary). A function of the kind of device alone: every policy and
+/// the finite check, by step_summary). The micro-batches' losses are summed in double and rounded
+/// once, as a sum on the host would be. A function of the kind of device alone: every policy and
 /// communicator kind shares one copy.
 template <device D>
 void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
   const tensor_view<float, D, 0> loss_slot(g.data() + s.n, locus::shape<0>{});
+  tensor<double, D, 0> total;
+  if (s.accumulate > 1) total = tensor<double, D, 0>(locus::shape<0>{}, 0.0);
   for (std::size_t k = 0; k < s.accumulate; ++k) {
     auto [x, y] = data::gather<D>(s.data, s.order, mine.first + k * s.micro, s.micro);
-    r.loss_and_grad_into(x, y, loss_slot, k > 0);
+    r.loss_and_grad_into(x, y, loss_slot);
+    if (s.accumulate > 1) total = total + cast<double>(loss_slot);
     if (!s.packed) continue;
     if (k == 0) {
       r.pack_gradients(tensor_view<float, D, 1>(g.data(), shape{s.n}));
@@ -67,6 +71,7 @@ void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, s
       for (std::size_t t = 0; t < sums.size(); ++t) sums[t] = sums[t] + r.gradients()[t];
     }
   }
+  if (s.accumulate > 1) loss_slot = cast<float>(total);
   tensor_view<float, D, 1>(g.data() + s.n + 1, shape{1}).fill(0.f);
 }
 
