@@ -100,23 +100,32 @@ LOCUS_NOINLINE tensor<float, D, 1> zeros(std::size_t n) {
   return tensor<float, D, 1>(shape{n}, 0.f);
 }
 
-/// True when every element of the views is finite (one reduction each, on their device): the
-/// largest magnitude, which is NaN when any element is (max lets NaN win) and never overflows
-/// (a sum would: 32 elements of 2e38 are finite, their float sum is not).
-/// Each view's largest magnitude goes into one slot of a buffer on D, and the buffer comes to the
-/// host in one copy: one host wait however many tensors the gradient is held in.
+/// Writes the largest magnitude of each of the views into out[0], out[1], ... on D (one reduction
+/// each, no read; 0 for an empty view): NaN when an element is NaN (max lets NaN win), infinite
+/// when one is, and never an overflow (a sum would: 32 elements of 2e38 are finite, their float
+/// sum is not). The callers read them with their other values in one copy: one host wait.
+template <device D, class Views>
+void largest_magnitudes(float* out, const Views& views) {
+  for (const auto& v : views) {
+    const tensor_view<float, D, 0> largest(out++, locus::shape<0>{});
+    if (v.size() == 0) largest.fill(0.f);
+    else largest = max(abs(v));
+  }
+}
+/// True when every one of the host values [first, last) is finite.
+[[nodiscard]] inline bool all_finite_values(const float* first, const float* last) {
+  return std::all_of(first, last, [](float m) { return std::isfinite(m); });
+}
+
+/// True when every element of the views is finite, read in one copy (largest_magnitudes); no read
+/// when there is no element.
 template <device D, class Views>
 [[nodiscard]] bool all_finite(const Views& views) {
-  std::size_t n = 0;
-  for (const auto& v : views) n += v.size() != 0 ? 1 : 0;
-  if (n == 0) return true;
-  auto largest = tensor<float, D, 1>::uninitialized_of(shape{n});
-  std::size_t k = 0;
-  for (const auto& v : views)
-    if (v.size() != 0) tensor_view<float, D, 0>(largest.data() + k++, locus::shape<0>{}) = max(abs(v));
-  for (const float m : largest.to_vector())
-    if (!std::isfinite(m)) return false;
-  return true;
+  if (std::all_of(std::begin(views), std::end(views), [](const auto& v) { return v.size() == 0; })) return true;
+  auto t = tensor<float, D, 1>::uninitialized_of(shape{std::size(views)});
+  largest_magnitudes<D>(t.data(), views);
+  const std::vector<float> read = t.to_vector();
+  return all_finite_values(read.data(), read.data() + read.size());
 }
 
 /// r.loss_and_grad(x, y), and whether its loss and every element of its gradient are finite, in
@@ -126,14 +135,9 @@ template <device D>
                                                             const data::targets<D>& y) {
   auto t = tensor<float, D, 1>::uninitialized_of(shape{1 + r.parameters().size()});
   r.loss_and_grad_into(x, y, tensor_view<float, D, 0>(t.data(), locus::shape<0>{}));
-  std::size_t k = 1;
-  for (const auto& v : r.gradients()) {
-    const tensor_view<float, D, 0> largest(t.data() + k++, locus::shape<0>{});
-    if (v.size() == 0) largest.fill(0.f);
-    else largest = max(abs(v));
-  }
+  largest_magnitudes<D>(t.data() + 1, r.gradients());
   const std::vector<float> read = t.to_vector();
-  return {double(read[0]), std::all_of(read.begin(), read.end(), [](float m) { return std::isfinite(m); })};
+  return {double(read[0]), all_finite_values(read.data(), read.data() + read.size())};
 }
 
 /// What a synchronous step reads of its gradient (step_summary).
@@ -150,14 +154,9 @@ template <device D, class Views>
 [[nodiscard]] step_read step_summary(const tensor<float, D, 1>& g, std::size_t n, const Views& views) {
   auto t = tensor<float, D, 1>::uninitialized_of(shape{2 + std::size(views)});
   backend::copy(id_of<D>, t.data(), id_of<D>, g.data() + n, 2 * sizeof(float));
-  std::size_t k = 2;
-  for (const auto& v : views) {
-    const tensor_view<float, D, 0> largest(t.data() + k++, locus::shape<0>{});
-    if (v.size() == 0) largest.fill(0.f);
-    else largest = max(abs(v));
-  }
+  largest_magnitudes<D>(t.data() + 2, views);
   const std::vector<float> read = t.to_vector();
-  return {read[0], read[1] > 0.f, std::all_of(read.begin() + 2, read.end(), [](float m) { return std::isfinite(m); })};
+  return {read[0], read[1] > 0.f, all_finite_values(read.data() + 2, read.data() + read.size())};
 }
 
 /// The sum of the squares of every element of the views, in double (one reduction each, on their

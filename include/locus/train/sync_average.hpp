@@ -48,8 +48,8 @@ struct sync_shard {
 
 /// Replica `index`'s share of a sync_average step: the gradient of its shard of the batch, summed
 /// over the micro-batches on the replica (packed: into its flat buffer `g`, else kept in the
-/// model's tensors), the loss summed over them into slot n of `g` and 0 into slot n + 1 (no
-/// failure), all written on the device: the host waits for none of it (the loss is read once, with
+/// model's tensors), the loss summed over them into slot n of `g` and (packed) 0 into slot n + 1
+/// (no failure), all written on the device: the host waits for none of it (the loss is read once, with
 /// the finite check, by step_summary). The micro-batches' losses are summed in double and rounded
 /// once, as a sum on the host would be. A function of the kind of device alone: every policy and
 /// communicator kind shares one copy.
@@ -72,7 +72,7 @@ void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, s
     }
   }
   if (s.accumulate > 1) loss_slot = cast<float>(total);
-  tensor_view<float, D, 1>(g.data() + s.n + 1, shape{1}).fill(0.f);
+  if (s.packed) tensor_view<float, D, 1>(g.data() + s.n + 1, shape{1}).fill(0.f);  // the flag is exchanged
 }
 
 }  // namespace detail
