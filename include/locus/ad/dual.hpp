@@ -145,8 +145,15 @@ private:
       return a.v < T(0) ? dual<T>{-a.v, -a.d} : a;
     } else if constexpr (detail::is_cast<Op>::value) {
       using U = typename detail::is_cast<Op>::target;
-      if constexpr (std::is_floating_point_v<U>) return dual<U>{static_cast<U>(a.v), static_cast<U>(a.d)};
-      else return static_cast<U>(a.v);  // to an integer or bool: no derivative
+      if constexpr (std::is_floating_point_v<U>) {
+        return dual<U>{static_cast<U>(a.v), static_cast<U>(a.d)};
+      } else if constexpr (is_half_float_v<U>) {
+        // Rounded to U and read back as float; the derivative passes (rounding's derivative is
+        // taken as 1, as PyTorch's cast backward does).
+        return dual<float>{static_cast<float>(static_cast<U>(a.v)), static_cast<float>(a.d)};
+      } else {
+        return static_cast<U>(a.v);  // to an integer or bool: no derivative
+      }
     } else {
       static_assert(detail::no_rule<Op>,
                     "locus: ad: this operation has no derivative (a map(f, ...) cannot be differentiated): "

@@ -99,10 +99,10 @@ tensor<T, D, 2> product(const tensor_view<const T, D, 2>& a, bool ta, const tens
 /// kernels with the gradient broadcast back (times `scale`: 1/count for a mean).
 template <class Family, int Axis, class N>
 auto reduce_step(N n, bool is_mean) {
-  using T = typename N::value_type;
+  check_differentiable<typename N::value_type>();
   using D = device_of_t<N>;
-  check_differentiable<T>();
   using Red = expr::reduction<Family, Axis, N>;
+  using T = typename Red::value_type;  // a sum or mean of 16-bit values accumulates in float and is float
   constexpr int R = Red::rank;
   auto s = std::make_shared<step<T, D, R>>();
   s->owned = on<D>(Red{n});
@@ -201,6 +201,9 @@ template <class E, class L, device D>
   using Z = decltype(z);
   using T = typename Z::value_type;
   static_assert(Z::rank == 2, "locus: softmax_cross_entropy takes logits of rank 2 [rows, classes]");
+  static_assert(std::is_floating_point_v<T>,
+                "locus: softmax_cross_entropy takes float or double logits: cast 16-bit ones first, "
+                "softmax_cross_entropy(cast<float>(logits), labels)");
   static_assert(std::is_same_v<typename Z::device_type, D>,
                 "locus: softmax_cross_entropy: the labels live on another device than the logits; copy them "
                 "with locus::to<D>(labels) first");

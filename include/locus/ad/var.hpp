@@ -129,28 +129,30 @@ struct step final : step_base {
   }
 };
 
+/// A var's element as a dual of its compute type (a 16-bit value widened to float, exactly).
 template <class T, device D, int R>
 struct dual_load {
   const T* p;
-  T seed;
-  LOCUS_HOST_DEVICE dual<T> operator()(std::size_t i) const {
-    if constexpr (R == 0) return {p[0], seed};
-    else return {p[i], seed};
+  compute_t<T> seed;
+  LOCUS_HOST_DEVICE dual<compute_t<T>> operator()(std::size_t i) const {
+    if constexpr (R == 0) return {static_cast<compute_t<T>>(p[0]), seed};
+    else return {static_cast<compute_t<T>>(p[i]), seed};
   }
 };
 
-/// A var read as dual{value, seed}: seed 1 for the operand being differentiated, 0 otherwise.
+/// A var read as dual{value, seed}: seed 1 for the operand being differentiated, 0 otherwise. A
+/// 16-bit var is read as a dual of floats: derivatives are computed in float.
 template <class T, device D, int R>
 struct dual_leaf {
   using locus_node = void;
-  using value_type = dual<T>;
+  using value_type = dual<compute_t<T>>;
   using device_type = D;
   static constexpr int rank = R;
   using devices = expr::type_list<D>;
   using operations = expr::type_list<>;
 
   tensor_view<const T, D, R> view;
-  T seed;
+  compute_t<T> seed;
 
   [[nodiscard]] const locus::shape<R>& shape() const noexcept { return view.shape(); }
   [[nodiscard]] dual_load<T, D, R> kernel() const noexcept { return {view.data(), seed}; }
@@ -225,13 +227,23 @@ struct as_leaves {
   }
 };
 
-/// n with every operation on dual numbers and the operand `s` seeded (see dual.hpp).
+/// n read in its compute type: a 16-bit operand (bfloat16, half) as cast<float>(n), anything else as
+/// it is. The backward kernels compute in float and round once, where the gradient is stored.
+template <class N>
+auto widened(const N& n) {
+  if constexpr (requires { typename N::value_type; } && is_half_float_v<typename N::value_type>)
+    return expr::node<ops::cast<float>, N>(ops::cast<float>{}, n);
+  else return n;
+}
+
+/// n with every operation on dual numbers and the operand `s` seeded (see dual.hpp); 16-bit values
+/// are read as floats (widened), so that the tree mixes no element types.
 template <class N>
 auto tangent(const N& n, const seed_of& s, spread k) {
   if constexpr (is_var_v<N>) {
-    using T = typename N::value_type;
-    return dual_leaf<T, typename N::device_type, N::rank>{n.value(),
-                                                          n.step_ptr() == s.target && k == s.kind ? T(1) : T(0)};
+    using T = compute_t<typename N::value_type>;
+    return dual_leaf<typename N::value_type, typename N::device_type, N::rank>{
+        n.value(), n.step_ptr() == s.target && k == s.kind ? T(1) : T(0)};
   } else if constexpr (is_node_v<N>) {
     return std::apply(
         [&](const auto&... c) {
@@ -244,9 +256,9 @@ auto tangent(const N& n, const seed_of& s, spread k) {
     return expr::column<decltype(tangent(n.child, s, spread::column))>{tangent(n.child, s, spread::column)};
   } else if constexpr (is_staged_node_v<N>) {
     as_leaves f;
-    return n.rebind(f);  // a product or reduction inside: its value, a constant
+    return widened(n.rebind(f));  // a product or reduction inside: its value, a constant
   } else {
-    return n;  // tensors, scalars, generated values: constants
+    return widened(n);  // tensors, scalars, generated values: constants
   }
 }
 
@@ -320,16 +332,25 @@ struct device_of<expr::type_list<D0, Ds...>> {
 template <class N>
 using device_of_t = typename device_of<typename N::devices>::type;
 
-/// The contribution c (of the expression's shape) to an operand of rank RV spread as k over it.
+/// c stored as T: a float contribution to a 16-bit operand rounded once, at the store.
+template <class T, class C>
+auto stored_as(const C& c) {
+  if constexpr (is_half_float_v<T> && !std::is_same_v<typename C::value_type, T>)
+    return expr::node<ops::cast<T>, C>(ops::cast<T>{}, c);
+  else return c;
+}
+
+/// The contribution c (of the expression's shape) to an operand of rank RV spread as k over it
+/// (a sum over a broadcast axis accumulates in float for a 16-bit operand, rounded once).
 template <device D, class T, int RV, class C>
 tensor<T, D, RV> reduce_to(const C& c, spread k) {
   if constexpr (RV == C::rank) {
-    return on<D>(c);
+    return on<D>(stored_as<T>(c));
   } else if constexpr (RV == 0) {
-    return on<D>(expr::sum(c));
+    return on<D>(stored_as<T>(expr::as_node(expr::sum(c))));
   } else if constexpr (RV == 1 && C::rank == 2) {
-    if (k == spread::row) return on<D>(expr::sum<0>(c));
-    return on<D>(expr::sum<1>(c));
+    if (k == spread::row) return on<D>(stored_as<T>(expr::as_node(expr::sum<0>(c))));
+    return on<D>(stored_as<T>(expr::as_node(expr::sum<1>(c))));
   } else {
     static_assert(RV == C::rank, "locus: ad: internal: an operand of an unexpected rank");
     return {};
@@ -353,7 +374,9 @@ void push_gradients(const N& n, const G& g, const step_base* skip = nullptr) {
       if (p == target && kind == k) return;
     done.emplace_back(target, k);
     auto t = tangent(n, seed_of{target, k}, spread::same);
-    auto contribution = expr::node<times_derivative, G, decltype(t)>(times_derivative{}, g, std::move(t));
+    auto gw = widened(g);
+    auto contribution =
+        expr::node<times_derivative, decltype(gw), decltype(t)>(times_derivative{}, std::move(gw), std::move(t));
     auto c = reduce_to<D, T, RV>(contribution, k);
     v.step()->accumulate(std::move(c));
   };
@@ -397,7 +420,8 @@ int occurrences(const N& n, const step_base* target) {
 
 template <class T>
 constexpr void check_differentiable() {
-  static_assert(std::is_floating_point_v<T>, "locus: ad: only floating-point values are differentiated");
+  static_assert(std::is_floating_point_v<T> || is_half_float_v<T>,
+                "locus: ad: only floating-point values are differentiated");
 }
 
 }  // namespace detail

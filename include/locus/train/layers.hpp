@@ -101,13 +101,23 @@ using locus::avg_pool2d;
 using locus::conv2d;
 using locus::max_pool2d;
 using locus::reshape;
-template <class... A>
-auto conv(A&&... a) {
-  return conv2d(std::forward<A>(a)...);
+template <class X>
+using element_of = typename expr::node_t<X>::value_type;
+/// A convolution of 16-bit values (a mixed-precision model's) runs in float, as there are no 16-bit
+/// convolution kernels: its operands widened, the result rounded back to their type.
+template <class X, class W, class B>
+auto conv(X&& x, W&& w, B&& b, const conv2d_options& o) {
+  using T = element_of<X>;
+  if constexpr (is_half_float_v<T>)
+    return cast<T>(conv2d(cast<float>(std::forward<X>(x)), cast<float>(std::forward<W>(w)),
+                          cast<float>(std::forward<B>(b)), o));
+  else return conv2d(std::forward<X>(x), std::forward<W>(w), std::forward<B>(b), o);
 }
 template <bool Max, class X>
 auto pool(X&& x, extent2 window, extent2 stride) {
-  if constexpr (Max) return max_pool2d(std::forward<X>(x), window, stride);
+  using T = element_of<X>;
+  if constexpr (is_half_float_v<T>) return cast<T>(pool<Max>(cast<float>(std::forward<X>(x)), window, stride));
+  else if constexpr (Max) return max_pool2d(std::forward<X>(x), window, stride);
   else return avg_pool2d(std::forward<X>(x), window, stride);
 }
 template <class X, int R>
@@ -287,7 +297,9 @@ struct dropout : no_parameters {
     // Not training: a mask of ones (rate 0 everywhere), the same expression type either way.
     const float threshold = c.training ? keep : 2.f;
     const float scale = c.training ? 1.f / keep : 1.f;
-    return std::move(n) * where(mask < threshold, scale, 0.f);
+    if constexpr (is_half_float_v<typename decltype(n)::value_type>)
+      return where(mask < threshold, n * scale, n * 0.f);  // the scale stays float (1/0.9 unrounded)
+    else return std::move(n) * where(mask < threshold, scale, 0.f);
   }
 };
 
@@ -344,6 +356,39 @@ auto model_loss_and_grad(const Params& p, LossOfVars&& loss) {
   return result{std::move(r.loss), Params{std::move(r.grad)}};
 }
 
+/// Every tensor of a (nested) tuple of tensors converted by f.
+template <class X, class F>
+auto map_tensors(const X& x, F& f) {
+  if constexpr (ad::detail::is_tuple_v<X>)
+    return std::apply([&](const auto&... e) { return std::make_tuple(map_tensors(e, f)...); }, x);
+  else return f(x);
+}
+template <class U>
+struct converted_to {
+  template <class T, class D, int R>
+  tensor<U, D, R> operator()(const tensor<T, D, R>& t) const {
+    return on<D>(cast<U>(t));
+  }
+};
+
+/// loss(params-as-vars) and its gradient computed in H (a 16-bit type: train::mixed_precision):
+/// the float parameters rounded to H copies (one kernel each), the vars made of those, the
+/// gradients (H) widened back to float (one kernel each). The loss itself is float.
+template <class H, class Params, class LossOfVars>
+auto mixed_loss_and_grad(const Params& p, LossOfVars&& loss) {
+  converted_to<H> narrow;
+  converted_to<float> widen;
+  const auto low = map_tensors(p.tensors, narrow);
+  auto r = ad::value_and_grad(loss, low);
+  static_assert(std::is_same_v<decltype(r.loss), tensor<float, typename decltype(r.loss)::device_type, 0>>,
+                "locus: mixed precision: the loss must be float (cast the model's 16-bit output first)");
+  struct result {
+    decltype(r.loss) loss;
+    Params grad;
+  };
+  return result{std::move(r.loss), Params{map_tensors(r.grad, widen)}};
+}
+
 /// The mean softmax cross-entropy of the logits `forward(params-as-vars)` and its gradient.
 template <class Params, class Forward, device D>
 auto classifier_loss_and_grad(const Params& p, const tensor<std::int32_t, D>& y, Forward&& forward) {
@@ -398,6 +443,22 @@ public:
     detail::check_input(x.extent(1), inputs_, "sequential");
     const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     return detail::classifier_loss_and_grad(p, y, [&](const auto& vars) { return forward<0>(x, vars, c); });
+  }
+
+  /// loss_and_grad with the forward and backward passes in H (bfloat16): train::mixed_precision.
+  template <class H, device D>
+  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x,
+                                      const tensor<std::int32_t, D>& y) const {
+    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+  }
+  template <class H, device D>
+  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x,
+                                      const tensor<std::int32_t, D>& y, std::uint64_t stream) const {
+    detail::check_input(x.extent(1), inputs_, "sequential");
+    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
+    const tensor<H, D, 2> xh = on<D>(cast<H>(x));
+    return detail::mixed_loss_and_grad<H>(
+        p, [&](const auto& vars) { return softmax_cross_entropy(cast<float>(forward<0>(xh, vars, c)), y); });
   }
 
   /// The mean loss of one batch in evaluation mode (no dropout; no gradient).
@@ -666,6 +727,21 @@ public:
     const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     return detail::model_loss_and_grad(
         p, [&](const auto& vars) { return loss_of(forward_of(vars, x, c), y, vars); });
+  }
+
+  /// loss_and_grad with the forward and backward passes in H (bfloat16): train::mixed_precision.
+  /// The forward function gets H vars and an H batch; its output is widened to float for the loss.
+  template <class H, device D>
+  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y) const {
+    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+  }
+  template <class H, device D>
+  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y,
+                                      std::uint64_t stream) const {
+    const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
+    const tensor<H, D, 2> xh = on<D>(cast<H>(x));
+    return detail::mixed_loss_and_grad<H>(
+        p, [&](const auto& vars) { return loss_of(cast<float>(forward_of(vars, xh, c)), y, vars); });
   }
 
   /// The mean loss of one batch in evaluation mode (no dropout; no gradient).

@@ -1,0 +1,212 @@
+// Mixed precision: locus::ad on bfloat16 and half values (derivatives computed in float, rounded
+// once at the store; sums accumulated in float), and train::mixed<bfloat16>(model): float master
+// weights, the passes in bfloat16, every policy unchanged.
+#include "../common/test_support.hpp"
+#include "../common/train_support.hpp"
+
+#include <locus/train/mixed_precision.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+using namespace locus;
+using namespace locus::train;
+using locus_test::flat;
+using locus_test::quiet;
+using locus_test::synthetic;
+namespace nn = locus::train::nn;
+
+namespace {
+/// v rounded to H and back: inputs both precisions hold exactly, so that only the 16-bit passes'
+/// own rounding separates their gradients from float's.
+template <class H>
+std::vector<float> representable(std::vector<float> v) {
+  for (auto& x : v) x = float(H(x));
+  return v;
+}
+
+/// The largest |a - b| over the largest |b|: a 16-bit gradient against float's.
+template <class A>
+double relative_error(const A& a16, const std::vector<float>& b) {
+  const auto a = a16.to_vector();
+  REQUIRE(a.size() == b.size());
+  double m = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(double(float(a[i])) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  REQUIRE(scale > 0);
+  return m / scale;
+}
+
+template <class H, class D, int R>
+tensor<H, D, R> narrow(const tensor<float, D, R>& t) {
+  return on<D>(cast<H>(t));
+}
+
+template <class D>
+auto batch_on(std::size_t n, std::uint64_t seed) {
+  auto data = synthetic(n, seed);
+  return std::pair{to<D>(data.images), to<D>(data.labels)};
+}
+}  // namespace
+
+using half_cases = std::tuple<bfloat16, half>;
+
+TEMPLATE_LIST_TEST_CASE("ad differentiates 16-bit values: its gradients are float's within the type's precision",
+                        "[ad][half]", half_cases) {
+  using H = TestType;
+  using D = gpu<1>;
+  const auto xs = representable<H>(locus_test::random_values<float>(6 * 5, -1, 1, 1));
+  const auto ws = representable<H>(locus_test::random_values<float>(5 * 4, -1, 1, 2));
+  const auto bs = representable<H>(locus_test::random_values<float>(4, -1, 1, 3));
+  const tensor<float, D, 2> xf(shape{6, 5}, xs), wf(shape{5, 4}, ws);
+  const tensor<float, D, 1> bf(shape{4}, bs);
+  const auto xh = narrow<H>(xf);
+  const auto wh = narrow<H>(wf);
+  const auto bh = narrow<H>(bf);
+  // Elementwise steps (one used twice), a product, a broadcast bias, a column, a mean: the same
+  // function of float or 16-bit values.
+  auto f = [](auto& p, const auto& x) {
+    auto& [W, b] = p;
+    auto h = ad::keep(tanh(matmul(x, W) + b));
+    auto s = ad::sum<1>(h * h);  // float: a sum of 16-bit values
+    return ad::mean(cast<float>(sigmoid(h)) * col(s) + exp(cast<float>(h) * 0.5f));
+  };
+  auto rf = ad::value_and_grad(f, std::tie(wf, bf), xf);
+  auto rh = ad::value_and_grad(f, std::tie(wh, bh), xh);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(std::get<0>(rh.grad))>, tensor<H, D, 2>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(rh.loss), tensor<float, D, 0>>);
+  const double tol = std::is_same_v<H, bfloat16> ? 0.03 : 0.004;  // a few units of 2^-8 / 2^-11
+  CHECK(std::abs(double(rh.loss.item()) - double(rf.loss.item())) <= tol * std::abs(double(rf.loss.item())));
+  CHECK(relative_error(std::get<0>(rh.grad), std::get<0>(rf.grad).to_vector()) <= tol);
+  CHECK(relative_error(std::get<1>(rh.grad), std::get<1>(rf.grad).to_vector()) <= tol);
+
+  // The classifier's loss: 16-bit logits widened for softmax_cross_entropy.
+  const tensor<std::int32_t, D> y(shape{6}, std::vector<std::int32_t>{0, 1, 2, 3, 1, 0});
+  auto g = [](auto& p, const auto& x, const auto& labels) {
+    auto& [W, b] = p;
+    return softmax_cross_entropy(cast<float>(matmul(x, W) + b), labels);
+  };
+  auto cf = ad::value_and_grad(g, std::tie(wf, bf), xf, y);
+  auto ch = ad::value_and_grad(g, std::tie(wh, bh), xh, y);
+  CHECK(relative_error(std::get<0>(ch.grad), std::get<0>(cf.grad).to_vector()) <= tol);
+  CHECK(relative_error(std::get<1>(ch.grad), std::get<1>(cf.grad).to_vector()) <= tol);
+}
+
+TEST_CASE("a 16-bit gradient summed over a broadcast axis accumulates in float and rounds once", "[ad][half]") {
+  using D = gpu<0>;
+  // d/db sum(x + b) over 4096 rows is 4096 for each element of b: a bfloat16 accumulator stalls at
+  // 256 (256 + 1 rounds back to 256), a float one reaches 4096, which bfloat16 holds exactly.
+  const tensor<bfloat16, D, 2> x(shape{4096, 3}, bfloat16(0.f));
+  const tensor<bfloat16, D, 1> b(shape{3}, bfloat16(0.5f));
+  auto f = [](auto& p, const auto& rows) { return ad::sum(rows + p); };
+  auto r = ad::value_and_grad(f, b, x);
+  STATIC_REQUIRE(std::is_same_v<decltype(r.loss), tensor<float, D, 0>>);  // sums of bfloat16 are float
+  CHECK(r.loss.item() == 6144.f);
+  for (auto v : r.grad.to_vector()) CHECK(float(v) == 4096.f);
+  // A rank-0 parameter spread over every element likewise.
+  const tensor<bfloat16, D, 0> s(shape<0>{}, bfloat16(1.f));
+  auto rs = ad::value_and_grad([](auto& p, const auto& rows) { return ad::sum(rows * p); }, s, x);
+  CHECK(float(rs.grad.item()) == 0.f);
+  auto ones = ad::value_and_grad([](auto& p, const auto& rows) { return ad::mean(rows + p); }, s, x);
+  CHECK(float(ones.grad.item()) == 1.f);  // 12288 * (1 / 12288), summed in float
+}
+
+TEST_CASE("cast to a 16-bit type passes the gradient through, NaN and infinities stay themselves", "[ad][half]") {
+  using D = cpu;
+  const tensor<float, D, 1> w(shape{3}, std::vector<float>{0.1f, 1e30f, -2.f});
+  // d/dw sum(cast<float>(cast<bfloat16>(w) * 3)) = 3: rounding's derivative is taken as 1.
+  auto f = [](auto& p) { return ad::sum(cast<float>(cast<bfloat16>(p) * 3.f)); };
+  auto g = ad::grad(f, w);
+  CHECK(g.to_vector() == std::vector<float>{3.f, 3.f, 3.f});
+  // A non-finite upstream stays non-finite through the 16-bit passes (the trainer's finite check
+  // sees it): log(0) is -inf, its derivative 1/0.
+  const tensor<bfloat16, D, 1> z(shape{2}, std::vector<bfloat16>{bfloat16(0.f), bfloat16(2.f)});
+  auto gz = ad::grad([](auto& p) { return ad::sum(cast<float>(log(p))); }, z).to_vector();
+  CHECK(std::isinf(float(gz[0])));
+  CHECK(float(gz[1]) == 0.5f);
+}
+
+TEST_CASE("mixed<bfloat16>: float masters, a step computed in bfloat16 within its precision of float's",
+          "[train][half]") {
+  using D = gpu<1>;
+  sequential mlp{nn::dense(16, 32), nn::relu, nn::dropout(0.25), nn::dense(32, 4)};
+  const auto mixed_mlp = mixed<bfloat16>(mlp);
+  using M = std::remove_cvref_t<decltype(mixed_mlp)>;
+  STATIC_REQUIRE(std::is_same_v<M::params<D>, decltype(mlp)::params<D>>);  // the masters are float
+  STATIC_REQUIRE(model_on<M, D>);
+  const auto p = mixed_mlp.init<D>();
+  CHECK(flat(p) == flat(mlp.init<D>()));
+  auto [x, y] = batch_on<D>(64, 5);
+  // The same dropout stream: the same masks in both precisions.
+  auto sf = mlp.loss_and_grad(p, x, y, 7);
+  auto sh = mixed_mlp.loss_and_grad(p, x, y, 7);
+  STATIC_REQUIRE(std::is_same_v<decltype(sh.grad), M::params<D>>);
+  CHECK(std::abs(double(sh.loss.item()) - double(sf.loss.item())) <= 0.02 * double(sf.loss.item()));
+  const auto gf = flat(sf.grad), gh = flat(sh.grad);
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < gf.size(); ++i) {
+    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
+    scale = std::max(scale, std::abs(double(gf[i])));
+  }
+  CHECK(err <= 0.03 * scale);
+  CHECK(gh != gf);  // computed in bfloat16 indeed (not the float path)
+  // Evaluation runs the float model.
+  CHECK(mixed_mlp.loss(p, x, y).item() == mlp.loss(p, x, y).item());
+  CHECK(mixed_mlp.predict(p, x).to_vector() == mlp.predict(p, x).to_vector());
+  CHECK(mixed_mlp.classes() == 4);
+}
+
+TEST_CASE("mixed<bfloat16>: a convolutional model's step (conv2d and pooling in float inside)", "[train][half]") {
+  using D = gpu<0>;
+  sequential cnn{nn::reshape(shape{1, 4, 4}), nn::conv2d(1, 3, 3, {.padding = 1}), nn::relu, nn::max_pool2d(2),
+                 nn::flatten, nn::dense(12, 4)};
+  const auto mixed_cnn = mixed<bfloat16>(cnn);
+  const auto p = cnn.init<D>();
+  auto [x, y] = batch_on<D>(32, 6);
+  auto sf = cnn.loss_and_grad(p, x, y);
+  auto sh = mixed_cnn.loss_and_grad(p, x, y);
+  const auto gf = flat(sf.grad), gh = flat(sh.grad);
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < gf.size(); ++i) {
+    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
+    scale = std::max(scale, std::abs(double(gf[i])));
+  }
+  CHECK(err <= 0.03 * scale);
+}
+
+TEST_CASE("mixed<bfloat16> trains on two GPUs with sync_average and hogwild, a functional model too",
+          "[train][half]") {
+  auto data = synthetic(2048, 8);
+  const auto test = synthetic(512, 9);
+  sequential mlp{nn::dense(16, 32), nn::tanh, nn::dense(32, 4)};
+  data_parallel<sync_average, gpu<0>, gpu<1>> sync{mixed<bfloat16>(mlp), sgd{0.2f, 0.9f}};
+  data_parallel<sync_average, gpu<0>, gpu<1>> reference{mlp, sgd{0.2f, 0.9f}};
+  const double before = sync.accuracy(test);
+  const auto r = sync.fit(data, quiet(6, 64));
+  const auto rf = reference.fit(data, quiet(6, 64));
+  CHECK(sync.accuracy(test) > 0.85);
+  CHECK(sync.accuracy(test) > before + 0.3);
+  CHECK(std::abs(sync.accuracy(test) - reference.accuracy(test)) <= 0.03);
+  REQUIRE(r.curve.size() == rf.curve.size());
+  CHECK(std::abs(r.curve.front().loss - rf.curve.front().loss) <= 0.02 * rf.curve.front().loss);
+  CHECK(sync.parameters() != reference.parameters());
+
+  functional model{parameters{nn::glorot(16, 32), nn::zeros(32), nn::glorot(32, 4), nn::zeros(4)},
+                   [](const auto& p, const auto& x) {
+                     const auto& [w1, b1, w2, b2] = p;
+                     return matmul(tanh(matmul(x, w1) + b1), w2) + b2;
+                   }};
+  data_parallel<hogwild, gpu<0>, gpu<1>> async{mixed<bfloat16>(model), sgd{0.2f, 0.9f}};
+  async.fit(data, quiet(6, 64));
+  CHECK(async.accuracy(test) > 0.85);
+  // The trained parameters come back in the model's own (float) type.
+  auto p = model.init<gpu<0>>();
+  async.parameters_into(p);
+  CHECK(flat(p) == async.parameters());
+}
