@@ -9,9 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace locus;
 using namespace locus::train;
@@ -48,6 +53,11 @@ tensor<H, D, R> narrow(const tensor<float, D, R>& t) {
   return on<D>(cast<H>(t));
 }
 
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/locus_" + name + "_" + std::to_string(::getpid());
+}
+
 template <class D>
 auto batch_on(std::size_t n, std::uint64_t seed) {
   auto data = synthetic(n, seed);
@@ -55,7 +65,7 @@ auto batch_on(std::size_t n, std::uint64_t seed) {
 }
 }  // namespace
 
-using half_cases = std::tuple<bfloat16, half>;
+using half_cases = std::tuple<bfloat16, locus::half>;
 
 TEMPLATE_LIST_TEST_CASE("ad differentiates 16-bit values: its gradients are float's within the type's precision",
                         "[ad][half]", half_cases) {
@@ -209,4 +219,29 @@ TEST_CASE("mixed<bfloat16> trains on two GPUs with sync_average and hogwild, a f
   auto p = model.init<gpu<0>>();
   async.parameters_into(p);
   CHECK(flat(p) == async.parameters());
+}
+
+TEST_CASE("mixed<bfloat16>: a checkpoint holds the float masters; a resumed run is the uninterrupted one",
+          "[train][half][checkpoint]") {
+  const auto path = temp_path("mixed");
+  auto data = synthetic(512, 4);
+  sequential mlp{nn::dense(16, 16), nn::relu, nn::dropout(0.1), nn::dense(16, 4)};
+  auto o = quiet(2, 64);  // 2 epochs of 8 steps
+  data_parallel<sync_average, gpu<0>, gpu<1>> whole{mixed<bfloat16>(mlp), adamw{1e-2f}};
+  whole.fit(data, o);
+  data_parallel<sync_average, gpu<0>, gpu<1>> first{mixed<bfloat16>(mlp), adamw{1e-2f}};
+  auto half_way = o;
+  half_way.max_steps = 11;
+  half_way.checkpoint_path = path;
+  first.fit(data, half_way);
+  data_parallel<sync_average, gpu<0>, gpu<1>> resumed{mixed<bfloat16>(mlp), adamw{1e-2f}};
+  auto rest = o;
+  rest.checkpoint_path = path;
+  CHECK(resumed.fit(data, rest).resumed_from == 11);
+  CHECK(resumed.parameters() == whole.parameters());
+  // The masters (written again at the resumed fit's end) load into the float model's trainer.
+  data_parallel<sync_average, gpu<0>, gpu<1>> as_float{mlp, adamw{1e-2f}};
+  as_float.load(path);
+  CHECK(as_float.parameters() == resumed.parameters());
+  std::remove(path.c_str());
 }

@@ -207,6 +207,9 @@ template <class E, class L, device D>
   static_assert(std::is_same_v<typename Z::device_type, D>,
                 "locus: softmax_cross_entropy: the labels live on another device than the logits; copy them "
                 "with locus::to<D>(labels) first");
+  if constexpr (!std::is_floating_point_v<T>) {
+    return softmax_cross_entropy(cast<float>(z), labels);  // refused above: no second message
+  } else {
   const tensor<T, D, 2>* zt = &z.step()->owned;
   tensor<T, D, 2> copy;
   if (zt->data() != z.value().data()) {  // a parameter (a view): the kernel takes a tensor
@@ -236,6 +239,7 @@ template <class E, class L, device D>
     };
   }
   return var<T, D, 0>(std::move(s));
+  }
 }
 
 /// slice<Axis>(x, first, last) of a var or an expression of vars (found by argument-dependent

@@ -334,10 +334,10 @@ using device_of_t = typename device_of<typename N::devices>::type;
 
 /// c stored as T: a float contribution to a 16-bit operand rounded once, at the store.
 template <class T, class C>
-auto stored_as(const C& c) {
-  if constexpr (is_half_float_v<T> && !std::is_same_v<typename C::value_type, T>)
-    return expr::node<ops::cast<T>, C>(ops::cast<T>{}, c);
-  else return c;
+decltype(auto) stored_as(C&& c) {
+  if constexpr (is_half_float_v<T> && !std::is_same_v<typename std::remove_cvref_t<C>::value_type, T>)
+    return expr::cast<T>(std::forward<C>(c));
+  else return std::forward<C>(c);
 }
 
 /// The contribution c (of the expression's shape) to an operand of rank RV spread as k over it
@@ -347,10 +347,10 @@ tensor<T, D, RV> reduce_to(const C& c, spread k) {
   if constexpr (RV == C::rank) {
     return on<D>(stored_as<T>(c));
   } else if constexpr (RV == 0) {
-    return on<D>(stored_as<T>(expr::as_node(expr::sum(c))));
+    return on<D>(stored_as<T>(expr::sum(c)));
   } else if constexpr (RV == 1 && C::rank == 2) {
-    if (k == spread::row) return on<D>(stored_as<T>(expr::as_node(expr::sum<0>(c))));
-    return on<D>(stored_as<T>(expr::as_node(expr::sum<1>(c))));
+    if (k == spread::row) return on<D>(stored_as<T>(expr::sum<0>(c)));
+    return on<D>(stored_as<T>(expr::sum<1>(c)));
   } else {
     static_assert(RV == C::rank, "locus: ad: internal: an operand of an unexpected rank");
     return {};

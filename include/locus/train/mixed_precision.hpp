@@ -26,6 +26,7 @@
 #include <locus/tensor/half.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/train/layers.hpp>
+#include <locus/train/model.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -41,6 +42,10 @@ template <class M>
 struct target_type_of<M> {
   using target_type = typename M::target_type;
 };
+
+/// M, named through the member template's own parameters (lookup in M waits for the call).
+template <class M, class...>
+using model_t = M;
 
 template <class H, class M>
 inline constexpr bool runs_in = requires(const M& m, const typename M::template params<cpu>& p,
@@ -78,24 +83,24 @@ public:
   /// The loss (float) and the float gradient of one batch, computed in H.
   template <device D, class Y>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const Y& y) const
-      -> decltype(std::declval<const M&>().template loss_and_grad_in<H>(p, x, y)) {
+      -> decltype(std::declval<const detail::model_t<M, Y>&>().template loss_and_grad_in<H>(p, x, y)) {
     return m_.template loss_and_grad_in<H>(p, x, y);
   }
   template <device D, class Y>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const Y& y,
                                    std::uint64_t stream) const
-      -> decltype(std::declval<const M&>().template loss_and_grad_in<H>(p, x, y, stream)) {
+      -> decltype(std::declval<const detail::model_t<M, Y>&>().template loss_and_grad_in<H>(p, x, y, stream)) {
     return m_.template loss_and_grad_in<H>(p, x, y, stream);
   }
   /// Evaluation runs the float model: the mean loss in evaluation mode, the predicted classes.
   template <device D, class Y>
   [[nodiscard]] auto loss(const params<D>& p, const tensor<float, D, 2>& x, const Y& y) const
-      -> decltype(std::declval<const M&>().loss(p, x, y)) {
+      -> decltype(std::declval<const detail::model_t<M, Y>&>().loss(p, x, y)) {
     return m_.loss(p, x, y);
   }
   template <device D>
   [[nodiscard]] auto predict(const params<D>& p, const tensor<float, D, 2>& x) const
-      -> decltype(std::declval<const M&>().predict(p, x)) {
+      -> decltype(std::declval<const detail::model_t<M, D>&>().predict(p, x)) {
     return m_.predict(p, x);
   }
   [[nodiscard]] std::size_t classes() const noexcept
