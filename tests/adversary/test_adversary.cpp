@@ -323,11 +323,11 @@ TEST_CASE("adversary: huge counts in a resealed checkpoint are refused by offset
     CHECK(mentions(m, "tensors.ckpt"));
     CHECK(mentions(m, "offset 32"));
   }
-  // The replica count: 8 + 4 x 2 x 6 bytes per replica, then the stream count (no streams), before
-  // the checksum.
+  // The replica count: 8 + 4 x 2 x 6 bytes per replica, then the stream count (no streams) and the
+  // loss scale (16 bytes), before the checksum.
   {
     auto b = bytes;
-    const std::size_t replicas_at = b.size() - 8 - 8 - 2 * (8 + 4 * 12) - 8;
+    const std::size_t replicas_at = b.size() - 8 - 16 - 8 - 2 * (8 + 4 * 12) - 8;
     put_u64(b, replicas_at, std::uint64_t{1} << 62);
     reseal(b);
     const auto m = error_of([&] { (void)checkpoint::parse(b.data(), b.size(), "replicas.ckpt"); });

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -122,7 +124,7 @@ TEST_CASE("a bad checkpoint is refused with the file and the fault named, and th
   b = bytes;
   b[8] = 7;
   reseal(b);
-  CHECK(refused(b) == name + "version 7, this build reads versions 1 to 3 (at byte offset 8)");
+  CHECK(refused(b) == name + "version 7, this build reads versions 1 to 4 (at byte offset 8)");
   b = bytes;
   b[100] ^= 0x40;  // one flipped bit in the parameters
   CHECK(refused(b) == name + "checksum mismatch: the file is damaged or truncated (at byte offset " +
@@ -275,9 +277,9 @@ TEST_CASE("format 1 checkpoints (sgd's momentum) still load", "[train][checkpoin
         "locus: checkpoint " + path +
             ": written by sgd (1 state buffer per parameter), this trainer's optimiser is adam (2 state buffers per "
             "parameter)");
-  // Saved again, it is format 3, and equal.
+  // Saved again, it is the current format, and equal.
   heavy.save(path);
-  CHECK(checkpoint::load(path).format == 3);
+  CHECK(checkpoint::load(path).format == checkpoint::version);
   CHECK(checkpoint::load(path).optimizer_state == s.optimizer_state);
   std::remove(path.c_str());
 }
@@ -289,9 +291,9 @@ TEST_CASE("a damaged optimiser section is refused with the offset and the fault 
   trainer.save(good);
   const auto bytes = file_bytes(good);
   const std::size_t n = trainer.parameter_count();
-  // From the end: checksum, one stream position and their count, one replica (steps + n floats),
-  // the replica count, S, "sgd", its length.
-  const std::size_t at_name = bytes.size() - 8 - (8 + 8) - (8 + 4 * n) - 8 - 8 - 3 - 4;
+  // From the end: checksum, the loss scale and its step count, one stream position and their
+  // count, one replica (steps + n floats), the replica count, S, "sgd", its length.
+  const std::size_t at_name = bytes.size() - 8 - (8 + 8) - (8 + 8) - (8 + 4 * n) - 8 - 8 - 3 - 4;
   REQUIRE(std::string(bytes.begin() + std::ptrdiff_t(at_name + 4), bytes.begin() + std::ptrdiff_t(at_name + 7)) == "sgd");
   const std::string name = "locus: checkpoint " + bad + ": ";
   auto refused = [&](std::size_t at, std::uint8_t value) {
@@ -575,14 +577,68 @@ TEST_CASE("a format 2 checkpoint (no stream positions) still loads, its streams 
   auto c = t.state();
   c.streams.clear();
   auto b = c.serialize();
-  // Format 3 ends with the stream count (0 here) before the checksum: drop it, say version 2.
-  b.erase(b.end() - 16, b.end() - 8);
+  // Format 4 ends with the stream count (0 here) and the loss scale (16 bytes) before the
+  // checksum: drop them, say version 2.
+  b.erase(b.end() - 32, b.end() - 8);
   b[8] = 2;
   reseal(b);
   const auto back = checkpoint::parse(b.data(), b.size(), "v2");
   CHECK(back.format == 2);
   CHECK(back.streams.empty());
   CHECK(back.parameters == c.parameters);
+}
+
+TEST_CASE("a format 3 checkpoint (no loss scale) still loads; a bad loss scale is refused at its offset",
+          "[train][checkpoint]") {
+  mlp<float> model({16, 8, 4}, 3);
+  data_parallel<sync_average, cpu> t{model, sgd{0.1f, 0.9f}};
+  const auto c = t.state();
+  CHECK(c.loss_scale == 0);  // a float model has none
+  auto b = c.serialize();
+  auto v3 = b;
+  v3.erase(v3.end() - 24, v3.end() - 8);
+  v3[8] = 3;
+  reseal(v3);
+  const auto back = checkpoint::parse(v3.data(), v3.size(), "v3");
+  CHECK(back.format == 3);
+  CHECK(back.loss_scale == 0);
+  CHECK(back.parameters == c.parameters);
+  // The scale's field: 8 bytes before its step count and the checksum.
+  const std::size_t at = b.size() - 24;
+  for (double bad : {-1.0, 3.0, 0x1p-25, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN(), -0.0}) {
+    INFO(bad);
+    auto d = b;
+    const auto bits = std::bit_cast<std::uint64_t>(bad);
+    for (int i = 0; i < 8; ++i) d[at + std::size_t(i)] = std::uint8_t(bits >> (8 * i));
+    reseal(d);
+    const auto message = error_of([&] { (void)checkpoint::parse(d.data(), d.size(), "f"); });
+    CHECK(message.find("(0, or a power of two from 2^-24 up) (at byte offset " + std::to_string(at) + ")") !=
+          std::string::npos);
+    auto written = c;
+    written.loss_scale = bad;
+    CHECK(error_of([&] { (void)written.serialize(); }).find("cannot be written: a loss scale") != std::string::npos);
+  }
+  // Its finite-step count: below 2000 (the scale doubles there), 0 without a scale.
+  for (const auto& [scale, steps] : {std::pair{1024.0, std::uint64_t{2000}}, std::pair{0.0, std::uint64_t{5}}}) {
+    auto d = b;
+    const auto bits = std::bit_cast<std::uint64_t>(scale);
+    for (int i = 0; i < 8; ++i) {
+      d[at + std::size_t(i)] = std::uint8_t(bits >> (8 * i));
+      d[at + 8 + std::size_t(i)] = std::uint8_t(steps >> (8 * i));
+    }
+    reseal(d);
+    CHECK(error_of([&] { (void)checkpoint::parse(d.data(), d.size(), "f"); })
+              .find("finite steps since the loss scale changed (below 2000, 0 without a scale) (at byte offset " +
+                    std::to_string(at + 8) + ")") != std::string::npos);
+  }
+  auto scaled = c;
+  scaled.loss_scale = 1024;
+  scaled.loss_scale_steps = 1999;
+  const auto bytes = scaled.serialize();
+  const auto again = checkpoint::parse(bytes.data(), bytes.size(), "scaled");
+  CHECK(again.loss_scale == 1024);
+  CHECK(again.loss_scale_steps == 1999);
 }
 
 namespace {

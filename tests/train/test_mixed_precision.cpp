@@ -245,3 +245,113 @@ TEST_CASE("mixed<bfloat16>: a checkpoint holds the float masters; a resumed run 
   CHECK(as_float.parameters() == resumed.parameters());
   std::remove(path.c_str());
 }
+
+TEST_CASE("float16's loss scale: 2^16 at first, halved by a non-finite step, doubled after 2000 finite ones",
+          "[train][half]") {
+  train::detail::loss_scaler s;
+  CHECK(s.scale() == 65536.0);
+  s.update(false);
+  CHECK(s.scale() == 32768.0);
+  for (int i = 0; i < 1999; ++i) s.update(true);
+  CHECK(s.scale() == 32768.0);
+  CHECK(s.clean() == 1999);
+  s.update(false);  // the count starts again
+  CHECK(s.scale() == 16384.0);
+  CHECK(s.clean() == 0);
+  for (int i = 0; i < 2000; ++i) s.update(true);
+  CHECK(s.scale() == 32768.0);
+  for (int i = 0; i < 100; ++i) s.update(false);
+  CHECK(s.scale() == 0x1p-24);  // never below float16's smallest subnormal
+  const train::detail::loss_scaler copy(s);
+  s.update(true);
+  CHECK(copy.clean() == 0);  // a copy is its own
+}
+
+namespace {
+/// Targets in the thousands: a float16 gradient scaled by 2^16 overflows, so the first steps of a
+/// float16 run are skipped until the scale has come down.
+data::labelled_images large_targets(std::size_t n, std::uint64_t seed) {
+  const auto x = on<cpu>(random::uniform<float>(shape{n, 16}, seed, 0.0, 1.0));
+  std::vector<float> t(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float sum = 0;
+    for (std::size_t j = 0; j < 16; ++j) sum += x(i, j);
+    t[i] = 300.f * sum;
+  }
+  return data::make_dataset(x, tensor<float, cpu, 2>(shape{n, 1}, t));
+}
+
+auto regression_model() {
+  return functional{parameters{nn::glorot(16, 8), nn::zeros(8), nn::glorot(8, 1), nn::zeros(1)},
+                    [](const auto& p, const auto& x) {
+                      const auto& [w1, b1, w2, b2] = p;
+                      return matmul(relu(matmul(x, w1) + b1), w2) + b2;
+                    },
+                    losses::mean_squared_error};
+}
+}  // namespace
+
+TEST_CASE("mixed<half>: a step's gradient is float's within float16's precision (scaled, then unscaled)",
+          "[train][half]") {
+  using D = gpu<1>;
+  sequential mlp{nn::dense(16, 32), nn::relu, nn::dense(32, 4)};
+  const auto m = mixed<locus::half>(mlp);
+  CHECK(m.loss_scaler()->scale() == 65536.0);
+  const auto p = mlp.init<D>();
+  auto [x, y] = batch_on<D>(64, 5);
+  auto sf = mlp.loss_and_grad(p, x, y);
+  auto sh = m.loss_and_grad(p, x, y);
+  CHECK(std::abs(double(sh.loss.item()) - double(sf.loss.item())) <= 0.005 * double(sf.loss.item()));
+  const auto gf = flat(sf.grad), gh = flat(sh.grad);
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < gf.size(); ++i) {
+    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
+    scale = std::max(scale, std::abs(double(gf[i])));
+  }
+  CHECK(err <= 0.005 * scale);
+  CHECK(gh != gf);
+}
+
+TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and halve the scale, whatever "
+          "on_non_finite says; a checkpoint keeps the scale and a resumed run is the uninterrupted one",
+          "[train][half][checkpoint]") {
+  const auto data = large_targets(1024, 3);
+  const auto model = regression_model();
+  auto o = quiet(2, 64);  // on_non_finite: throw_error, the default
+  data_parallel<sync_average, gpu<0>, gpu<1>> sync{mixed<locus::half>(model), sgd{1e-6f}};
+  const auto r = sync.fit(data, o);
+  CHECK(r.skipped > 0);
+  CHECK(r.skipped < r.steps);
+  const auto s = sync.state();
+  CHECK(s.loss_scale < 65536.0);
+  CHECK(s.loss_scale == 65536.0 / double(1u << r.skipped));  // each skipped step halved it once
+  for (float v : sync.parameters()) REQUIRE(std::isfinite(v));
+  CHECK(r.curve.back().loss < r.curve.front().loss);
+  {
+    data_parallel<hogwild, gpu<0>, gpu<1>> async{mixed<locus::half>(model), sgd{1e-6f}};
+    const auto ra = async.fit(data, o);
+    CHECK(ra.skipped > 0);
+    for (float v : async.parameters()) REQUIRE(std::isfinite(v));
+    data_parallel<local_sgd, gpu<0>, gpu<1>> local{mixed<locus::half>(model), sgd{1e-6f}};
+    auto stop = o;
+    stop.on_non_finite = non_finite::stop;  // does not stop: the scale handles it
+    const auto rl = local.fit(data, stop);
+    CHECK_FALSE(rl.stopped);
+    CHECK(rl.skipped > 0);
+  }
+  // Resumed from a checkpoint taken after the skipped steps: the same scale, the same run.
+  const auto path = temp_path("mixed_half");
+  data_parallel<sync_average, gpu<0>, gpu<1>> first{mixed<locus::half>(model), sgd{1e-6f}};
+  auto part = o;
+  part.max_steps = 20;
+  part.checkpoint_path = path;
+  first.fit(data, part);
+  CHECK(checkpoint::load(path).loss_scale == first.state().loss_scale);
+  data_parallel<sync_average, gpu<0>, gpu<1>> resumed{mixed<locus::half>(model), sgd{1e-6f}};
+  auto rest = o;
+  rest.checkpoint_path = path;
+  CHECK(resumed.fit(data, rest).resumed_from == 20);
+  CHECK(resumed.parameters() == sync.parameters());
+  CHECK(resumed.state().loss_scale == s.loss_scale);
+  std::remove(path.c_str());
+}

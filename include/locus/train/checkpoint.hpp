@@ -3,7 +3,7 @@
 //
 //   offset  field (little-endian)
 //   0       "LOCUSCKP"                                  8 bytes
-//   8       u32 version (3)                             12  u32 element type (1: float32)
+//   8       u32 version (4)                             12  u32 element type (1: float32)
 //   16      u64 steps done                              24  u64 data-order seed
 //   32      u64 tensor count T, then for each tensor: u32 rank R, R x u64 extents
 //   ...     u64 parameter count N, then N floats        the parameters, in the model's order
@@ -12,8 +12,11 @@
 //   ...     u64 replica count R, then for each replica: u64 its optimiser steps, S x N floats
 //   ...     u64 stream count M, then M x u64: each replica's random-stream position (the
 //           loss_and_grad calls it made: dropout's masks continue where they stopped)
+//   ...     u64 the loss scale's bits (a double: float16's dynamic scale, a power of two from 2^-24
+//           up, train/loss_scale.hpp; 0: none), u64 the finite steps since it last changed
 //   end-8   u64 FNV-1a 64 checksum of every byte before it
 //
+// Version 3 (read) ends after the stream positions: no loss scale (it starts at 2^16).
 // Version 2 (read) ends after the replicas' states: no stream positions (they start at 0).
 //
 // Version 1 (read, never written) was sgd's: after the parameters, u64 velocity buffer count V,
@@ -32,8 +35,11 @@
 #include <locus/config.hpp>
 #include <locus/detail/files.hpp>
 #include <locus/errors.hpp>
+#include <locus/train/loss_scale.hpp>
 
+#include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,7 +65,7 @@ public:
 
 struct checkpoint {
   static constexpr char magic[8] = {'L', 'O', 'C', 'U', 'S', 'C', 'K', 'P'};
-  static constexpr std::uint32_t version = 3;
+  static constexpr std::uint32_t version = 4;
   /// The oldest version parse() reads.
   static constexpr std::uint32_t oldest_version = 1;
   /// Limits on the optimiser's name and state (guards against a damaged header).
@@ -82,6 +88,10 @@ struct checkpoint {
   /// Each replica's random-stream position: the loss_and_grad calls it has made (empty: none
   /// saved, every stream starts at 0).
   std::vector<std::uint64_t> streams;
+  /// float16's dynamic loss scale (train::mixed<half>; 0: none) and the finite steps since it last
+  /// changed.
+  double loss_scale = 0;
+  std::uint64_t loss_scale_steps = 0;
   /// The version it was read from (serialize() writes the current one).
   std::uint32_t format = version;
 
@@ -95,6 +105,16 @@ struct checkpoint {
   static void check_layout(const std::string& name, const std::string& optimizer,
                            const std::vector<std::vector<std::uint64_t>>& shapes, std::uint64_t state_buffers);
   static constexpr std::uint32_t max_rank = 8;
+  /// 0 (none), or a finite power of two from 2^-24 up (what train/loss_scale.hpp's scaler holds).
+  static bool valid_loss_scale(double s) {
+    if (s == 0) return !std::signbit(s);
+    int e = 0;
+    return std::isfinite(s) && s >= detail::loss_scaler::smallest_scale && std::frexp(s, &e) == 0.5;
+  }
+  /// Below the growth interval (the scale doubles and the count restarts there); 0 without a scale.
+  static bool valid_loss_scale_steps(double scale, std::uint64_t steps) {
+    return scale == 0 ? steps == 0 : steps < detail::loss_scaler::growth_interval;
+  }
   [[nodiscard]] std::vector<std::uint8_t> serialize() const;
   /// Throws checkpoint_error (naming `name`) on anything malformed; the result is fully checked.
   static checkpoint parse(const std::uint8_t* data, std::size_t size, const std::string& name);
@@ -319,6 +339,11 @@ LOCUS_RUNTIME_INLINE void checkpoint::validate(const std::string& name) const {
     if (st.size() != state_buffers * parameters.size())
       refuse("an optimiser state of " + std::to_string(st.size()) + " floats, not " + std::to_string(state_buffers) +
              " x " + std::to_string(parameters.size()));
+  if (!valid_loss_scale(loss_scale))
+    refuse("a loss scale of " + std::to_string(loss_scale) + " (0, or a power of two from 2^-24 up)");
+  if (!valid_loss_scale_steps(loss_scale, loss_scale_steps))
+    refuse(std::to_string(loss_scale_steps) + " finite steps since the loss scale changed (below " +
+           std::to_string(detail::loss_scaler::growth_interval) + ", 0 without a scale)");
 }
 
 LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
@@ -346,6 +371,8 @@ LOCUS_RUNTIME_INLINE std::vector<std::uint8_t> checkpoint::serialize() const {
   }
   w.u64(streams.size());
   for (auto k : streams) w.u64(k);
+  w.u64(std::bit_cast<std::uint64_t>(loss_scale));
+  w.u64(loss_scale_steps);
   w.u64(detail::fnv1a(w.out.data(), w.out.size()));
   return std::move(w.out);
 }
@@ -445,6 +472,17 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
       const std::uint64_t streams = r.u64("the stream count");
       if (streams > r.remaining() / 8) r.fail_at(at_m, "absurd stream count " + std::to_string(streams));
       for (std::uint64_t k = 0; k < streams; ++k) c.streams.push_back(r.u64("a replica's stream position"));
+    }
+    if (v >= 4) {
+      const std::size_t at_l = r.offset();
+      c.loss_scale = std::bit_cast<double>(r.u64("the loss scale"));
+      if (!valid_loss_scale(c.loss_scale))
+        r.fail_at(at_l, "a loss scale of " + std::to_string(c.loss_scale) + " (0, or a power of two from 2^-24 up)");
+      const std::size_t at_k = r.offset();
+      c.loss_scale_steps = r.u64("the loss scale's finite steps");
+      if (!valid_loss_scale_steps(c.loss_scale, c.loss_scale_steps))
+        r.fail_at(at_k, std::to_string(c.loss_scale_steps) + " finite steps since the loss scale changed (below " +
+                            std::to_string(detail::loss_scaler::growth_interval) + ", 0 without a scale)");
     }
   }
   if (r.remaining() != 8)

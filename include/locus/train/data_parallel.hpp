@@ -535,6 +535,10 @@ checkpoint trainer<Policy, Set>::state() const {
   c.optimizer_steps = set_->optimizer_steps();
   c.optimizer_state = set_->states_host();
   c.streams = set_->draws();
+  if (const auto* scaler = set_->scaler()) {
+    c.loss_scale = scaler->scale();
+    c.loss_scale_steps = scaler->clean();
+  }
   return c;
 }
 
@@ -583,6 +587,11 @@ void trainer<Policy, Set>::restore_unchecked(const checkpoint& c, const std::str
   set_->set_states(drop ? std::vector<std::vector<float>>{} : c.optimizer_state,
                    drop ? std::vector<std::uint64_t>{} : c.optimizer_steps);
   set_->set_draws(c.streams);
+  // float16's loss scale: the checkpoint's, or (none saved: a float, bfloat16 or format 3 run) the
+  // initial one.
+  if (auto* scaler = set_->scaler())
+    scaler->restore(c.loss_scale > 0 ? c.loss_scale : detail::loss_scaler::initial_scale,
+                    c.loss_scale > 0 ? c.loss_scale_steps : 0);
   steps_done_ = c.steps;
   seed_ = c.seed;
 }

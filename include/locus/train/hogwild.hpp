@@ -19,6 +19,7 @@
 #include <locus/dist/in_process.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/layout.hpp>
+#include <locus/train/loss_scale.hpp>
 #include <locus/train/optimizer.hpp>
 #include <locus/train/options.hpp>
 #include <locus/train/policy.hpp>
@@ -111,6 +112,8 @@ struct hogwild_run {
   /// Across ranks: rank 0's window (empty in process: the home copy is `home`).
   std::function<void(float*)> read;
   std::function<void(const float*)> add;
+  /// float16's loss scale (train::mixed<half>), or null: told each worker step's outcome.
+  loss_scaler* scaler = nullptr;
 };
 
 /// One hogwild worker on a device of kind D (inside its device_scope) until the run's steps are
@@ -163,12 +166,13 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
     auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
     const auto checked = checked_loss_and_grad(local, x, y);  // one host wait for both
     const double loss = checked.first;
+    if (h.scaler != nullptr) h.scaler->update(checked.second);  // a non-finite step is skipped under it
     if (!checked.second) {
-      if (o.on_non_finite == non_finite::throw_error)
+      if (h.scaler == nullptr && o.on_non_finite == non_finite::throw_error)
         throw non_finite_error("locus: fit: a step of the worker on " + device_id(id_of<D>).full_name() +
                                ": the loss or the gradient is not finite; the step is not applied");
       std::lock_guard lock(h.result_mutex);
-      if (o.on_non_finite == non_finite::stop) {
+      if (h.scaler == nullptr && o.on_non_finite == non_finite::stop) {
         h.result.stopped = true;
         h.next.store(h.my_steps, std::memory_order_relaxed);
         break;
@@ -348,7 +352,8 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
                               scale_by_staleness,
                               mom,
                               {},
-                              {}};
+                              {},
+                              s.scaler()};
   if constexpr (spans) {
     shared.read = [&](float* dst) { window->read(dst); };
     shared.add = [&](const float* delta) { window->add(delta); };

@@ -356,6 +356,11 @@ auto model_loss_and_grad(const Params& p, LossOfVars&& loss) {
   return result{std::move(r.loss), Params{std::move(r.grad)}};
 }
 
+/// The factor a float16 model's loss is multiplied by before its backward pass (train::mixed<half>).
+struct loss_scaling {
+  float factor = 1.f;
+};
+
 /// Every tensor of a (nested) tuple of tensors converted by f.
 template <class X, class F>
 auto map_tensors(const X& x, F& f) {
@@ -371,22 +376,48 @@ struct converted_to {
   }
 };
 
+/// A 16-bit gradient widened to float and divided by the loss scale (a power of two: exact).
+struct unscaled {
+  float inverse;
+  template <class T, class D, int R>
+  tensor<float, D, R> operator()(const tensor<T, D, R>& g) const {
+    return on<D>(cast<float>(g) * inverse);
+  }
+};
+
 /// loss(params-as-vars) and its gradient computed in H (a 16-bit type: train::mixed_precision):
 /// the float parameters rounded to H copies (one kernel each), the vars made of those, the
-/// gradients (H) widened back to float (one kernel each). The loss itself is float.
+/// gradients (H) widened back to float (one kernel each). The loss itself is float. For half the
+/// loss is multiplied by `scale` (a power of two, train/loss_scale.hpp) before the backward pass and
+/// the gradients divided by it as they are widened.
 template <class H, class Params, class LossOfVars>
-auto mixed_loss_and_grad(const Params& p, LossOfVars&& loss) {
+auto mixed_loss_and_grad(const Params& p, LossOfVars&& loss, loss_scaling scale) {
   converted_to<H> narrow;
-  converted_to<float> widen;
   const auto low = map_tensors(p.tensors, narrow);
-  auto r = ad::value_and_grad(loss, low);
-  static_assert(std::is_same_v<decltype(r.loss), tensor<float, typename decltype(r.loss)::device_type, 0>>,
-                "locus: mixed precision: the loss must be float (cast the model's 16-bit output first)");
-  struct result {
-    decltype(r.loss) loss;
-    Params grad;
-  };
-  return result{std::move(r.loss), Params{map_tensors(r.grad, widen)}};
+  if constexpr (std::is_same_v<H, half>) {
+    auto r = ad::value_and_grad([&](const auto& vars) { return loss(vars) * scale.factor; }, low);
+    using L = decltype(r.loss);
+    static_assert(std::is_same_v<L, tensor<float, typename L::device_type, 0>>,
+                  "locus: mixed precision: the loss must be float (cast the model's 16-bit output first)");
+    const unscaled widen{1.f / scale.factor};
+    struct result {
+      L loss;
+      Params grad;
+    };
+    return result{on<typename L::device_type>(r.loss * widen.inverse), Params{map_tensors(r.grad, widen)}};
+  } else {
+    (void)scale;
+    converted_to<float> widen;
+    auto r = ad::value_and_grad(loss, low);
+    using L = decltype(r.loss);
+    static_assert(std::is_same_v<L, tensor<float, typename L::device_type, 0>>,
+                  "locus: mixed precision: the loss must be float (cast the model's 16-bit output first)");
+    struct result {
+      L loss;
+      Params grad;
+    };
+    return result{std::move(r.loss), Params{map_tensors(r.grad, widen)}};
+  }
 }
 
 /// The mean softmax cross-entropy of the logits `forward(params-as-vars)` and its gradient.
@@ -448,17 +479,18 @@ public:
   /// loss_and_grad with the forward and backward passes in H (bfloat16): train::mixed_precision.
   template <class H, device D>
   [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x,
-                                      const tensor<std::int32_t, D>& y) const {
-    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+                                      const tensor<std::int32_t, D>& y, detail::loss_scaling scale = {}) const {
+    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed), scale);
   }
   template <class H, device D>
   [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x,
-                                      const tensor<std::int32_t, D>& y, std::uint64_t stream) const {
+                                      const tensor<std::int32_t, D>& y, std::uint64_t stream,
+                                      detail::loss_scaling scale = {}) const {
     detail::check_input(x.extent(1), inputs_, "sequential");
     const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     const tensor<H, D, 2> xh = on<D>(cast<H>(x));
     return detail::mixed_loss_and_grad<H>(
-        p, [&](const auto& vars) { return softmax_cross_entropy(cast<float>(forward<0>(xh, vars, c)), y); });
+        p, [&](const auto& vars) { return softmax_cross_entropy(cast<float>(forward<0>(xh, vars, c)), y); }, scale);
   }
 
   /// The mean loss of one batch in evaluation mode (no dropout; no gradient).
@@ -732,16 +764,17 @@ public:
   /// loss_and_grad with the forward and backward passes in H (bfloat16): train::mixed_precision.
   /// The forward function gets H vars and an H batch; its output is widened to float for the loss.
   template <class H, device D>
-  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y) const {
-    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed));
+  [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y,
+                                      detail::loss_scaling scale = {}) const {
+    return loss_and_grad_in<H>(p, x, y, calls_->fetch_add(1, std::memory_order_relaxed), scale);
   }
   template <class H, device D>
   [[nodiscard]] auto loss_and_grad_in(const params<D>& p, const tensor<float, D, 2>& x, const targets<D>& y,
-                                      std::uint64_t stream) const {
+                                      std::uint64_t stream, detail::loss_scaling scale = {}) const {
     const pass c{true, seed_ * 0x9E3779B97F4A7C15ull + stream};
     const tensor<H, D, 2> xh = on<D>(cast<H>(x));
     return detail::mixed_loss_and_grad<H>(
-        p, [&](const auto& vars) { return loss_of(cast<float>(forward_of(vars, xh, c)), y, vars); });
+        p, [&](const auto& vars) { return loss_of(cast<float>(forward_of(vars, xh, c)), y, vars); }, scale);
   }
 
   /// The mean loss of one batch in evaluation mode (no dropout; no gradient).

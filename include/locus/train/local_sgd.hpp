@@ -17,6 +17,7 @@
 #include <locus/dist/nccl.hpp>
 #include <locus/errors.hpp>
 #include <locus/train/layout.hpp>
+#include <locus/train/loss_scale.hpp>
 #include <locus/train/optimizer.hpp>
 #include <locus/train/options.hpp>
 #include <locus/train/policy.hpp>
@@ -43,6 +44,9 @@ struct local_shard {
   std::size_t replicas;  ///< over all ranks
   std::size_t step;      ///< 0-based, for the message
   non_finite on_non_finite;
+  /// float16's loss scale (train::mixed<half>), or null: told each replica step's outcome; a
+  /// non-finite step is skipped under it whatever on_non_finite says.
+  loss_scaler* scaler = nullptr;
 };
 
 /// Replica `index`'s gradient of its shard into `loss`; false when the loss or the gradient is not
@@ -54,8 +58,9 @@ bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, doub
   auto [x, y] = data::gather<D>(s.data, s.order, mine.first, mine.count);
   const auto checked = checked_loss_and_grad(r, x, y);  // one host wait for both
   loss = checked.first;
+  if (s.scaler != nullptr) s.scaler->update(checked.second);
   if (checked.second) return true;
-  if (s.on_non_finite == non_finite::throw_error)
+  if (s.scaler == nullptr && s.on_non_finite == non_finite::throw_error)
     throw non_finite_error("locus: fit: step " + std::to_string(s.step + 1) + " of the replica on " +
                            id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");
   return false;
@@ -124,7 +129,8 @@ struct basic_local_sgd {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
-        const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite};
+        const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
+                                          s.scaler()};
         s.run([&](auto& r) {
           const std::size_t i = r.index();
           skipped[i] = false;
@@ -146,7 +152,7 @@ struct basic_local_sgd {
         loss /= double(devices);
         ++step;
         const bool last = step == c.total_steps;
-        if (any_skipped && o.on_non_finite == non_finite::stop) {
+        if (any_skipped && o.on_non_finite == non_finite::stop && s.scaler() == nullptr) {
           c.result.stopped = true;
           average(s, failures);
           return;

@@ -18,17 +18,23 @@
 // Precision is a type, not an option of fit: only a model wrapped in mixed_precision instantiates
 // the 16-bit code, so a float program compiles none of it. The wrapped model is a train::sequential
 // or train::functional (they run their forward on 16-bit values: `loss_and_grad_in<H>`); conv2d and
-// pooling layers compute in float inside it (there are no 16-bit convolution kernels). float16
-// (locus::half) needs dynamic loss scaling, which locus does not have yet: it is refused at
-// compile time.
+// pooling layers compute in float inside it (there are no 16-bit convolution kernels).
+//
+// float16 (`mixed<half>`) adds dynamic loss scaling (train/loss_scale.hpp, PyTorch's defaults): the
+// loss is multiplied by the scale before the backward pass, the gradients divided by it as they are
+// widened; a step whose gradient is not finite is skipped (counted in fit_result::skipped, whatever
+// fit_options::on_non_finite says) and halves the scale, 2000 finite ones in a row double it.
+// Checkpoints keep the scale.
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
 #include <locus/tensor/half.hpp>
 #include <locus/tensor/tensor.hpp>
 #include <locus/train/layers.hpp>
+#include <locus/train/loss_scale.hpp>
 #include <locus/train/model.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -58,10 +64,6 @@ inline constexpr bool runs_in = requires(const M& m, const typename M::template 
 template <class H, class M>
 class mixed_precision : public detail::target_type_of<M> {
   static_assert(is_half_float_v<H>, "locus: mixed_precision<H, M>: H is the 16-bit type the passes run in (bfloat16)");
-  static_assert(!std::is_same_v<H, half>,
-                "locus: mixed_precision<half, M>: float16 training needs dynamic loss scaling (its gradients "
-                "underflow float16's range), which locus does not have yet: train in bfloat16 (float's range, no "
-                "scaling needed)");
   static_assert(detail::runs_in<H, M>,
                 "locus: mixed_precision<H, M>: M must run its forward pass on 16-bit values (loss_and_grad_in<H>): "
                 "wrap a train::sequential or a train::functional");
@@ -73,8 +75,27 @@ public:
   using params = typename M::template params<D>;
 
   explicit mixed_precision(M m) : m_(std::move(m)) {}
+  /// A copy has a scaler of its own (each trainer's copy of the model scales for itself), starting
+  /// from this one's scale.
+  mixed_precision(const mixed_precision& o) : m_(o.m_), scaler_(copy_of(o.scaler_)) {}
+  mixed_precision(mixed_precision&&) noexcept = default;
+  mixed_precision& operator=(const mixed_precision& o) {
+    if (this != &o) {
+      m_ = o.m_;
+      scaler_ = copy_of(o.scaler_);
+    }
+    return *this;
+  }
+  mixed_precision& operator=(mixed_precision&&) noexcept = default;
+  ~mixed_precision() = default;
 
   [[nodiscard]] const M& model() const noexcept { return m_; }
+  /// float16's dynamic loss scale (train/loss_scale.hpp): the trainer tells it each step's outcome.
+  [[nodiscard]] const std::shared_ptr<detail::loss_scaler>& loss_scaler() const noexcept
+    requires std::is_same_v<H, half>
+  {
+    return scaler_;
+  }
 
   template <device D>
   [[nodiscard]] params<D> init() const {
@@ -84,13 +105,13 @@ public:
   template <device D, class Y>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const Y& y) const
       -> decltype(std::declval<const detail::model_t<M, Y>&>().template loss_and_grad_in<H>(p, x, y)) {
-    return m_.template loss_and_grad_in<H>(p, x, y);
+    return m_.template loss_and_grad_in<H>(p, x, y, scaling());
   }
   template <device D, class Y>
   [[nodiscard]] auto loss_and_grad(const params<D>& p, const tensor<float, D, 2>& x, const Y& y,
                                    std::uint64_t stream) const
       -> decltype(std::declval<const detail::model_t<M, Y>&>().template loss_and_grad_in<H>(p, x, y, stream)) {
-    return m_.template loss_and_grad_in<H>(p, x, y, stream);
+    return m_.template loss_and_grad_in<H>(p, x, y, stream, scaling());
   }
   /// Evaluation runs the float model: the mean loss in evaluation mode, the predicted classes.
   template <device D, class Y>
@@ -110,7 +131,17 @@ public:
   }
 
 private:
+  static std::shared_ptr<detail::loss_scaler> copy_of(const std::shared_ptr<detail::loss_scaler>& s) {
+    return s ? std::make_shared<detail::loss_scaler>(*s) : nullptr;
+  }
+  [[nodiscard]] detail::loss_scaling scaling() const {
+    if constexpr (std::is_same_v<H, half>) return {static_cast<float>(scaler_->scale())};
+    else return {};
+  }
+
   M m_;
+  std::shared_ptr<detail::loss_scaler> scaler_ =
+      std::is_same_v<H, half> ? std::make_shared<detail::loss_scaler>() : nullptr;
 };
 
 /// `train::mixed<bfloat16>(model)`: model trained in mixed precision (see mixed_precision).

@@ -21,6 +21,7 @@
 #include <locus/tensor/tensor.hpp>
 #include <locus/tensor/transfer.hpp>
 #include <locus/train/layout.hpp>
+#include <locus/train/loss_scale.hpp>
 #include <locus/train/model.hpp>
 #include <locus/train/optimizer.hpp>
 #include <locus/train/runner.hpp>
@@ -297,6 +298,9 @@ public:
   [[nodiscard]] std::size_t first_replica() const noexcept { return std::size_t(comm_->rank()) * device_count(); }
   /// The floats of each replica's state.
   [[nodiscard]] std::size_t state_size() const noexcept { return info_.state_buffers * size_; }
+  /// The model's dynamic loss scale (train::mixed<half>), or null: the policies skip a non-finite
+  /// step under it whatever on_non_finite says, and tell it every step's outcome.
+  [[nodiscard]] detail::loss_scaler* scaler() const noexcept { return scaler_.get(); }
 
   /// f(slot) for replica i's replica_slot<C>& inside a device_scope of its device; returns what f
   /// returns (the same type for every kind of device).
@@ -446,6 +450,7 @@ private:
               detail::erased_optimizer<Cs...>&& opt)
       : comm_(std::move(comm)), devices_(devices), info_(std::move(opt.info)), steppers_(std::move(opt.steppers)) {
     auto shared = std::make_shared<const M>(model);
+    if constexpr (requires { shared->loss_scaler(); }) scaler_ = shared->loss_scaler();  // float16's, the copy's own
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       const device_id d = devices_[i];
       const device_scope scope(d);
@@ -515,6 +520,7 @@ private:
   std::unique_ptr<Comm> comm_;  // first: an MPI communicator is duplicated before anything uses it
   std::vector<device_id> devices_;
   optimizer_info info_;
+  std::shared_ptr<detail::loss_scaler> scaler_;
   std::tuple<detail::step_function<Cs>...> steppers_;
   std::size_t size_ = 0;
   std::tuple<std::vector<std::unique_ptr<replica_slot<Cs>>>...> slots_;

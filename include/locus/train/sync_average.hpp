@@ -187,12 +187,16 @@ struct basic_sync_average {
           return std::pair{ok, size};
         });
         if (!finite) {
-          if (o.on_non_finite == non_finite::throw_error)
-            throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" + std::to_string(loss) +
-                                   ") or the gradient is not finite; the step is not applied");
-          if (o.on_non_finite == non_finite::stop) {
-            c.result.stopped = true;
-            return;
+          if (auto* scaler = s.scaler()) {
+            scaler->update(false);  // float16's loss scale halves; the step is skipped, whatever on_non_finite says
+          } else {
+            if (o.on_non_finite == non_finite::throw_error)
+              throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" +
+                                     std::to_string(loss) + ") or the gradient is not finite; the step is not applied");
+            if (o.on_non_finite == non_finite::stop) {
+              c.result.stopped = true;
+              return;
+            }
           }
           ++c.result.skipped;
           ++step;
@@ -214,6 +218,7 @@ struct basic_sync_average {
           else
             r.step(lr, segments<const float, D>(r.buffer().data(), r.model().parameters()), mean * clip);
         });
+        if (auto* scaler = s.scaler()) scaler->update(true);
         ++step;
         c.step_done(step, epoch, loss, true, norm);
       }
