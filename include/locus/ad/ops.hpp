@@ -210,35 +210,35 @@ template <class E, class L, device D>
   if constexpr (!std::is_floating_point_v<T>) {
     return softmax_cross_entropy(cast<float>(z), labels);  // refused above: no second message
   } else {
-  const tensor<T, D, 2>* zt = &z.step()->owned;
-  tensor<T, D, 2> copy;
-  if (zt->data() != z.value().data()) {  // a parameter (a view): the kernel takes a tensor
-    copy = on<D>(expr::copy(z.value()));
-    zt = &copy;
-  }
-  auto r = locus::softmax_cross_entropy(*zt, labels);
-  auto s = std::make_shared<detail::step<T, D, 0>>();
-  s->owned = std::move(r.loss);
-  s->value = std::as_const(s->owned).view();
-  s->inputs = {z.shared_step()};
-  s->requires_grad = z.requires_grad();
-  if (s->requires_grad) {
-    auto dz = std::make_shared<tensor<T, D, 2>>(std::move(r.gradient));
-    s->back = [z, dz](detail::step<T, D, 0>& self) {
-      // The kept gradient is handed on (moved) by the first backward through this loss.
-      if (!(dz->shape() == z.value().shape()))
-        throw shape_error("locus: ad: backward through softmax_cross_entropy a second time: its kept gradient "
-                          "was handed on by the first; compute the loss again");
-      if (self.grad_is_one) {
-        z.step()->accumulate(std::move(*dz));  // d loss / d loss is 1: the kept gradient as it is
-        self.spent = "locus: ad: backward through softmax_cross_entropy a second time: its kept gradient was "
-                     "handed on by the first; compute the loss again";
-      } else {
-        z.step()->accumulate(on<D>(*dz * self.upstream()));
-      }
-    };
-  }
-  return var<T, D, 0>(std::move(s));
+    const tensor<T, D, 2>* zt = &z.step()->owned;
+    tensor<T, D, 2> copy;
+    if (zt->data() != z.value().data()) {  // a parameter (a view): the kernel takes a tensor
+      copy = on<D>(expr::copy(z.value()));
+      zt = &copy;
+    }
+    auto r = locus::softmax_cross_entropy(*zt, labels);
+    auto s = std::make_shared<detail::step<T, D, 0>>();
+    s->owned = std::move(r.loss);
+    s->value = std::as_const(s->owned).view();
+    s->inputs = {z.shared_step()};
+    s->requires_grad = z.requires_grad();
+    if (s->requires_grad) {
+      auto dz = std::make_shared<tensor<T, D, 2>>(std::move(r.gradient));
+      s->back = [z, dz](detail::step<T, D, 0>& self) {
+        // The kept gradient is handed on (moved) by the first backward through this loss.
+        if (!(dz->shape() == z.value().shape()))
+          throw shape_error("locus: ad: backward through softmax_cross_entropy a second time: its kept gradient "
+                            "was handed on by the first; compute the loss again");
+        if (self.grad_is_one) {
+          z.step()->accumulate(std::move(*dz));  // d loss / d loss is 1: the kept gradient as it is
+          self.spent = "locus: ad: backward through softmax_cross_entropy a second time: its kept gradient was "
+                       "handed on by the first; compute the loss again";
+        } else {
+          z.step()->accumulate(on<D>(*dz * self.upstream()));
+        }
+      };
+    }
+    return var<T, D, 0>(std::move(s));
   }
 }
 
