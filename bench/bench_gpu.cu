@@ -6,13 +6,17 @@
 //   - the all-reduce of dist::nccl against dist::in_process (one flat buffer per replica: the MLP's
 //     gradient, 0.8 MB, and 64 MB), with NCCL's bus bandwidth as nccl-tests defines it;
 //   - one Fashion-MNIST epoch of the 784-256-10 MLP (batch 256, SGD momentum) on 1 and 2 logical
-//     GPUs, against the same epoch's five matrix products per step as bare cublasSgemm calls.
+//     GPUs, against the same epoch's five matrix products per step as bare cublasSgemm calls;
+//   - one epoch of the 784-4096-4096-10 MLP (batch 1024, AdamW 1e-3, where the products dominate)
+//     in float32 and in bfloat16 and float16 mixed precision (train::mixed), on gpu<0>
+//     (bench/mlp_torch_gpu.py runs PyTorch's autocast on the same recipe).
 // Usage: bench_gpu [epochs]   (median of `epochs` training epochs, default 3; 0 skips training)
 #include "harness.hpp"
 
 #include <locus/locus.hpp>
 #include <locus/dist/nccl.hpp>
 #include <locus/train/data_parallel.hpp>
+#include <locus/train/mixed_precision.hpp>
 #include <locus/train/mlp.hpp>
 #include <locus/train/softmax_regression.hpp>
 
@@ -85,6 +89,28 @@ double epoch_seconds(const data::labelled_images& images, int reps, float lr, do
     o.bar = train::progress_bar::off;
     t.push_back(trainer.fit(images, o).seconds);
     if (r + 1 == reps) *accuracy = trainer.accuracy(images);
+  }
+  return median(t);
+}
+
+/// Median seconds of one epoch of `model` on gpu<0>: batch 1024, AdamW 1e-3 (the wide MLP's recipe).
+template <class M>
+double wide_epoch_seconds(const M& model, const data::labelled_images& images, int reps, double* accuracy,
+                          std::size_t* skipped) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    train::data_parallel<train::sync_average, G> trainer{model, train::adamw{1e-3f}};
+    train::fit_options o;
+    o.epochs = 1;
+    o.batch = 1024;
+    o.log_every = 0;
+    o.bar = train::progress_bar::off;
+    const auto result = trainer.fit(images, o);
+    t.push_back(result.seconds);
+    if (r + 1 == reps) {
+      *accuracy = trainer.accuracy(images);
+      *skipped = result.skipped;
+    }
   }
   return median(t);
 }
@@ -268,6 +294,21 @@ int main(int argc, char** argv) {
     row("sync_average, gpu<0> gpu<1>", t, acc);
     t = epoch_seconds<train::hogwild, G, gpu<1>>(images, epochs, 0.025f, &acc);
     row("hogwild, gpu<0> gpu<1>", t, acc);
+
+    namespace nn = train::nn;
+    const train::sequential wide{nn::dense(784, 4096), nn::relu, nn::dense(4096, 4096), nn::relu, nn::dense(4096, 10)};
+    const double wide_examples = double(images.size() / 1024 * 1024);
+    header("One epoch of the 784-4096-4096-10 MLP (batch 1024, AdamW 1e-3) on gpu<0>, median of " +
+               std::to_string(epochs) + " epochs: float32 against mixed precision (float32 masters)",
+           {"run", "epoch s", "examples/sec", "float32 / this", "skipped steps", "train accuracy"});
+    std::size_t skipped = 0;
+    const double f32 = wide_epoch_seconds(wide, images, epochs, &acc, &skipped);
+    const auto wide_row = [&](const char* name, double sec) {
+      std::printf("| %s | %.3f | %.0f | %.2f | %zu | %.3f |\n", name, sec, wide_examples / sec, f32 / sec, skipped, acc);
+    };
+    wide_row("float32", f32);
+    wide_row("mixed<bfloat16>", wide_epoch_seconds(train::mixed<bfloat16>(wide), images, epochs, &acc, &skipped));
+    wide_row("mixed<half>", wide_epoch_seconds(train::mixed<half>(wide), images, epochs, &acc, &skipped));
   }
   cublasDestroy(h);
   return 0;

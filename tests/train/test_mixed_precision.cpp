@@ -250,21 +250,81 @@ TEST_CASE("float16's loss scale: 2^16 at first, halved by a non-finite step, dou
           "[train][half]") {
   train::detail::loss_scaler s;
   CHECK(s.scale() == 65536.0);
-  s.update(false);
+  CHECK(s.back_off());
   CHECK(s.scale() == 32768.0);
-  for (int i = 0; i < 1999; ++i) s.update(true);
+  for (int i = 0; i < 1999; ++i) s.finite_step();
   CHECK(s.scale() == 32768.0);
   CHECK(s.clean() == 1999);
-  s.update(false);  // the count starts again
+  CHECK(s.back_off());  // the count starts again
   CHECK(s.scale() == 16384.0);
   CHECK(s.clean() == 0);
-  for (int i = 0; i < 2000; ++i) s.update(true);
+  for (int i = 0; i < 2000; ++i) s.finite_step();
   CHECK(s.scale() == 32768.0);
-  for (int i = 0; i < 100; ++i) s.update(false);
-  CHECK(s.scale() == 0x1p-24);  // never below float16's smallest subnormal
+  for (int i = 0; i < 39; ++i) CHECK(s.back_off());  // 2^15 down to 2^-24
+  CHECK(s.scale() == 0x1p-24);
+  CHECK_FALSE(s.back_off());  // no scale left: the policies apply on_non_finite
+  CHECK(s.scale() == 0x1p-24);
   const train::detail::loss_scaler copy(s);
-  s.update(true);
+  s.finite_step();
   CHECK(copy.clean() == 0);  // a copy is its own
+  s.restore(0x1p63, 1999);
+  s.finite_step();
+  CHECK(s.scale() == 0x1p64);
+  s.restore(0x1p64, 1999);
+  s.finite_step();
+  CHECK(s.scale() == 0x1p64);  // the largest
+}
+
+TEST_CASE("a 16-bit parameter read by many steps sums its gradient in float and rounds once", "[ad][half]") {
+  // 512 steps each add 1 to d/dw: a bfloat16 running sum stops at 256 (256 + 1 rounds to 256).
+  const tensor<bfloat16, gpu<0>, 1> w(shape{1}, bfloat16(1.f));
+  auto f = [](auto& W) {
+    auto acc = ad::sum(W * 1.f);
+    for (int i = 1; i < 512; ++i) acc = ad::evaluate(acc + ad::sum(W * 1.f));
+    return acc;
+  };
+  CHECK(float(ad::grad(f, w).item()) == 512.f);
+  // half: 3000 contributions of 1 (a half running sum stops at 2048); 3000 rounds to 3000 in half.
+  const tensor<locus::half, cpu, 0> h(shape<0>{}, locus::half(2.f));
+  auto g = [](auto& H) {
+    auto acc = ad::sum(H * 1.f);
+    for (int i = 1; i < 3000; ++i) acc = ad::evaluate(acc + ad::sum(H * 1.f));
+    return acc;
+  };
+  CHECK(float(ad::grad(g, h).item()) == 3000.f);
+}
+
+TEST_CASE("mixed<half>: a moved-from wrapper keeps its scale (a move copies)", "[train][half]") {
+  sequential mlp{nn::dense(16, 8), nn::relu, nn::dense(8, 4)};
+  auto m = mixed<locus::half>(mlp);
+  auto moved = std::move(m);
+  REQUIRE(m.loss_scaler() != nullptr);  // NOLINT(bugprone-use-after-move): what is tested
+  CHECK(moved.loss_scaler() != m.loss_scaler());
+  const auto p = mlp.init<cpu>();
+  auto [x, y] = batch_on<cpu>(16, 2);
+  CHECK(std::isfinite(m.loss_and_grad(p, x, y).loss.item()));
+  data_parallel<sync_average, cpu> t{m, sgd{0.1f}};
+  CHECK(t.fit(synthetic(64, 1), quiet(1, 32)).steps == 2);
+}
+
+TEST_CASE("mixed<half>: a forward pass that overflows float16 is on_non_finite's, not the scale's",
+          "[train][half]") {
+  // Features of 1e5 are inf in float16: no loss scale helps, the loss itself is not finite.
+  auto x = on<cpu>(random::uniform<float>(shape{128, 16}, 3, 0.0, 1.0));
+  for (std::size_t j = 0; j < 16; ++j) x(0, j) = 1e5f;
+  std::vector<std::int32_t> labels(128, 1);
+  const auto data = data::make_dataset(x, tensor<std::int32_t, cpu>(labels), 4);
+  sequential mlp{nn::dense(16, 8), nn::relu, nn::dense(8, 4)};
+  auto o = quiet(1, 128);  // one batch: it holds the row of 1e5
+  data_parallel<sync_average, gpu<0>, gpu<1>> sync{mixed<locus::half>(mlp), sgd{0.1f}};
+  CHECK_THROWS_AS(sync.fit(data, o), non_finite_error);
+  CHECK(sync.state().loss_scale == 65536.0);  // not halved: it was not the backward pass
+  data_parallel<hogwild, gpu<0>, gpu<1>> async{mixed<locus::half>(mlp), sgd{0.1f}};
+  CHECK_THROWS_AS(async.fit(data, quiet(1, 64)), non_finite_error);
+  auto skip = o;
+  skip.on_non_finite = non_finite::skip_step;
+  data_parallel<sync_average, gpu<0>, gpu<1>> skipping{mixed<locus::half>(mlp), sgd{0.1f}};
+  CHECK(skipping.fit(data, skip).skipped == 1);
 }
 
 namespace {
@@ -338,6 +398,7 @@ TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and hal
     const auto rl = local.fit(data, stop);
     CHECK_FALSE(rl.stopped);
     CHECK(rl.skipped > 0);
+    CHECK(local.state().loss_scale == 65536.0 / double(1u << rl.skipped));  // halved once a step
   }
   // Resumed from a checkpoint taken after the skipped steps: the same scale, the same run.
   const auto path = temp_path("mixed_half");

@@ -139,6 +139,37 @@ template <class X>
   return transposed<decltype(v)>{std::move(v)};
 }
 
+namespace detail {
+/// ad::matmul's step over two vars of one element type and device.
+template <class VA, class VB>
+auto matmul_step(const VA& va, bool ta, const VB& vb, bool tb) {
+  using T = typename VA::value_type;
+  using D = typename VA::device_type;
+  check_differentiable<T>();
+  auto s = std::make_shared<step<T, D, 2>>();
+  s->owned = product(va.value(), ta, vb.value(), tb);
+  s->value = std::as_const(s->owned).view();
+  s->inputs = {va.shared_step(), vb.shared_step()};
+  s->requires_grad = va.requires_grad() || vb.requires_grad();
+  if (s->requires_grad) {
+    s->back = [va = va, ta = ta, vb = vb, tb = tb](step<T, D, 2>& self) {
+      const tensor_view<const T, D, 2> g = self.upstream();
+      // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g; a transposed operand's gradient
+      // is the transpose of that, written directly by swapping the product's operands.
+      if (va.requires_grad()) {
+        auto da = ta ? product(vb.value(), tb, g, true) : product(g, false, vb.value(), !tb);
+        va.step()->accumulate(std::move(da));
+      }
+      if (vb.requires_grad()) {
+        auto db = tb ? product(g, true, va.value(), ta) : product(va.value(), !ta, g, false);
+        vb.step()->accumulate(std::move(db));
+      }
+    };
+  }
+  return var<T, D, 2>(std::move(s));
+}
+}  // namespace detail
+
 /// The matrix product of two rank-2 operands, at least one of them differentiable.
 template <class A, class B>
   requires(detail::involves_var<A>() || detail::involves_var<B>())
@@ -149,33 +180,16 @@ template <class A, class B>
   using VB = decltype(vb);
   static_assert(VA::rank == 2 && VB::rank == 2, "locus: matmul(A, B) takes rank-2 operands");
   static_assert(std::is_same_v<typename VA::value_type, typename VB::value_type>,
-                "locus: matmul(A, B): A and B must have the same element type");
+                "locus: matmul(A, B): A and B must have the same element type: cast one, matmul(cast<float>(a), b) "
+                "or matmul(a, cast<bfloat16>(b))");
   static_assert(std::is_same_v<typename VA::device_type, typename VB::device_type>,
                 "locus: matmul(A, B): A and B live on different devices; copy one with locus::to<D>(x) first");
-  using T = typename VA::value_type;
-  using D = typename VA::device_type;
-  detail::check_differentiable<T>();
-  auto s = std::make_shared<detail::step<T, D, 2>>();
-  s->owned = detail::product(va.value(), ta, vb.value(), tb);
-  s->value = std::as_const(s->owned).view();
-  s->inputs = {va.shared_step(), vb.shared_step()};
-  s->requires_grad = va.requires_grad() || vb.requires_grad();
-  if (s->requires_grad) {
-    s->back = [va = va, ta = ta, vb = vb, tb = tb](detail::step<T, D, 2>& self) {
-      const tensor_view<const T, D, 2> g = self.upstream();
-      // C = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g; a transposed operand's gradient
-      // is the transpose of that, written directly by swapping the product's operands.
-      if (va.requires_grad()) {
-        auto da = ta ? detail::product(vb.value(), tb, g, true) : detail::product(g, false, vb.value(), !tb);
-        va.step()->accumulate(std::move(da));
-      }
-      if (vb.requires_grad()) {
-        auto db = tb ? detail::product(g, true, va.value(), ta) : detail::product(va.value(), !ta, g, false);
-        vb.step()->accumulate(std::move(db));
-      }
-    };
+  if constexpr (!std::is_same_v<typename VA::value_type, typename VB::value_type> ||
+                !std::is_same_v<typename VA::device_type, typename VB::device_type>) {
+    return va;  // refused above: no cascade of errors below
+  } else {
+    return detail::matmul_step(va, ta, vb, tb);
   }
-  return var<T, D, 2>(std::move(s));
 }
 
 /// sum<Axis>(e) of an expression of vars: one fused reduction forward; backward, the gradient

@@ -87,6 +87,10 @@ struct step final : step_base {
   tensor<T, D, R> owned;              ///< the value, unless it is a parameter's (then a view of it)
   tensor_view<const T, D, R> value;
   tensor<T, D, R> grad;
+  /// A 16-bit value's gradient summed from two or more contributions: kept in float and rounded
+  /// once, when it is read (settle), not once per contribution (a weight read by 512 steps of a
+  /// bfloat16 graph would otherwise stop at 256).
+  tensor<compute_t<T>, D, R> wide;
   bool has_grad = false;
   bool grad_is_one = false;           ///< the seed of the backward pass: d loss / d loss
   bool seed_pending = false;          ///< grad_is_one, and the 1 not written yet (a step that reads
@@ -96,7 +100,16 @@ struct step final : step_base {
   /// The gradient of this step's value, the seed written out first if it is still pending.
   tensor_view<const T, D, R> upstream() {
     write_seed();
+    settle();
     return std::as_const(grad).view();
+  }
+  /// The float sum of a 16-bit gradient's contributions rounded into grad, once.
+  void settle() {
+    if constexpr (is_half_float_v<T>) {
+      if (wide.data() == nullptr) return;
+      grad = on<D>(expr::cast<T>(wide));
+      wide = {};
+    }
   }
   void write_seed() {
     if (!seed_pending) return;
@@ -112,6 +125,9 @@ struct step final : step_base {
     if (!has_grad) {
       grad = std::move(g);
       has_grad = true;
+    } else if constexpr (is_half_float_v<T>) {
+      if (wide.data() == nullptr) wide = on<D>(expr::cast<float>(grad) + expr::cast<float>(g));
+      else wide = wide + expr::cast<float>(g);  // in place, in float
     } else {
       grad = grad + g;  // in place, element for element
     }
@@ -123,6 +139,7 @@ struct step final : step_base {
   void drop_gradient() noexcept override {
     if (is_parameter) return;
     grad = tensor<T, D, R>{};
+    wide = {};
     has_grad = false;
     grad_is_one = false;
     seed_pending = false;
@@ -450,6 +467,7 @@ public:
   [[nodiscard]] tensor<T, D, R> grad() const {
     auto& s = checked();
     s.write_seed();
+    s.settle();
     if (s.has_grad) return s.grad.clone();
     return tensor<T, D, R>(s.value.shape(), T(0));
   }
@@ -457,6 +475,7 @@ public:
   [[nodiscard]] tensor<T, D, R> take_grad() {
     auto& s = checked();
     s.write_seed();
+    s.settle();
     tensor<T, D, R> g = s.has_grad ? std::move(s.grad) : tensor<T, D, R>(s.value.shape(), T(0));
     s.grad = tensor<T, D, R>{};
     s.has_grad = false;

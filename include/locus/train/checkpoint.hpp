@@ -13,7 +13,7 @@
 //   ...     u64 stream count M, then M x u64: each replica's random-stream position (the
 //           loss_and_grad calls it made: dropout's masks continue where they stopped)
 //   ...     u64 the loss scale's bits (a double: float16's dynamic scale, a power of two from 2^-24
-//           up, train/loss_scale.hpp; 0: none), u64 the finite steps since it last changed
+//           to 2^64, train/loss_scale.hpp; 0: none), u64 the finite steps since it last changed
 //   end-8   u64 FNV-1a 64 checksum of every byte before it
 //
 // Version 3 (read) ends after the stream positions: no loss scale (it starts at 2^16).
@@ -105,11 +105,12 @@ struct checkpoint {
   static void check_layout(const std::string& name, const std::string& optimizer,
                            const std::vector<std::vector<std::uint64_t>>& shapes, std::uint64_t state_buffers);
   static constexpr std::uint32_t max_rank = 8;
-  /// 0 (none), or a finite power of two from 2^-24 up (what train/loss_scale.hpp's scaler holds).
+  /// 0 (none), or a power of two from 2^-24 to 2^64 (what train/loss_scale.hpp's scaler holds).
   static bool valid_loss_scale(double s) {
     if (s == 0) return !std::signbit(s);
     int e = 0;
-    return std::isfinite(s) && s >= detail::loss_scaler::smallest_scale && std::frexp(s, &e) == 0.5;
+    return std::isfinite(s) && s >= detail::loss_scaler::smallest_scale && s <= detail::loss_scaler::largest_scale &&
+           std::frexp(s, &e) == 0.5;
   }
   /// Below the growth interval (the scale doubles and the count restarts there); 0 without a scale.
   static bool valid_loss_scale_steps(double scale, std::uint64_t steps) {
@@ -340,7 +341,7 @@ LOCUS_RUNTIME_INLINE void checkpoint::validate(const std::string& name) const {
       refuse("an optimiser state of " + std::to_string(st.size()) + " floats, not " + std::to_string(state_buffers) +
              " x " + std::to_string(parameters.size()));
   if (!valid_loss_scale(loss_scale))
-    refuse("a loss scale of " + std::to_string(loss_scale) + " (0, or a power of two from 2^-24 up)");
+    refuse("a loss scale of " + std::to_string(loss_scale) + " (0, or a power of two from 2^-24 to 2^64)");
   if (!valid_loss_scale_steps(loss_scale, loss_scale_steps))
     refuse(std::to_string(loss_scale_steps) + " finite steps since the loss scale changed (below " +
            std::to_string(detail::loss_scaler::growth_interval) + ", 0 without a scale)");
@@ -477,7 +478,7 @@ LOCUS_RUNTIME_INLINE checkpoint checkpoint::parse(const std::uint8_t* data, std:
       const std::size_t at_l = r.offset();
       c.loss_scale = std::bit_cast<double>(r.u64("the loss scale"));
       if (!valid_loss_scale(c.loss_scale))
-        r.fail_at(at_l, "a loss scale of " + std::to_string(c.loss_scale) + " (0, or a power of two from 2^-24 up)");
+        r.fail_at(at_l, "a loss scale of " + std::to_string(c.loss_scale) + " (0, or a power of two from 2^-24 to 2^64)");
       const std::size_t at_k = r.offset();
       c.loss_scale_steps = r.u64("the loss scale's finite steps");
       if (!valid_loss_scale_steps(c.loss_scale, c.loss_scale_steps))

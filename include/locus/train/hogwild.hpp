@@ -166,13 +166,13 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
     auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
     const auto checked = checked_loss_and_grad(local, x, y);  // one host wait for both
     const double loss = checked.first;
-    if (h.scaler != nullptr) h.scaler->update(checked.second);  // a non-finite step is skipped under it
     if (!checked.second) {
-      if (h.scaler == nullptr && o.on_non_finite == non_finite::throw_error)
+      const bool scaled = scale_takes(h.scaler, loss);  // float16's scale halved: skipped, whatever on_non_finite says
+      if (!scaled && o.on_non_finite == non_finite::throw_error)
         throw non_finite_error("locus: fit: a step of the worker on " + device_id(id_of<D>).full_name() +
                                ": the loss or the gradient is not finite; the step is not applied");
       std::lock_guard lock(h.result_mutex);
-      if (h.scaler == nullptr && o.on_non_finite == non_finite::stop) {
+      if (!scaled && o.on_non_finite == non_finite::stop) {
         h.result.stopped = true;
         h.next.store(h.my_steps, std::memory_order_relaxed);
         break;
@@ -181,6 +181,7 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
       h.report(h.result, h.result.curve.size() + 1, epoch, loss);
       continue;
     }
+    if (h.scaler != nullptr) h.scaler->finite_step();
     // The worker's own momentum, on its device; then lock-free updates of the home copy.
     const float weight =
         h.scale_by_staleness ? 1.f / float(1 + h.applied.load(std::memory_order_relaxed) - seen) : 1.f;

@@ -44,9 +44,9 @@ struct local_shard {
   std::size_t replicas;  ///< over all ranks
   std::size_t step;      ///< 0-based, for the message
   non_finite on_non_finite;
-  /// float16's loss scale (train::mixed<half>), or null: told each replica step's outcome; a
-  /// non-finite step is skipped under it whatever on_non_finite says.
-  loss_scaler* scaler = nullptr;
+  /// float16's loss scale (train::mixed<half>): a replica's step whose gradient alone is not finite
+  /// is skipped without throwing, and the policy tells the scale once a step.
+  bool scaled = false;
 };
 
 /// Replica `index`'s gradient of its shard into `loss`; false when the loss or the gradient is not
@@ -58,9 +58,8 @@ bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, doub
   auto [x, y] = data::gather<D>(s.data, s.order, mine.first, mine.count);
   const auto checked = checked_loss_and_grad(r, x, y);  // one host wait for both
   loss = checked.first;
-  if (s.scaler != nullptr) s.scaler->update(checked.second);
   if (checked.second) return true;
-  if (s.scaler == nullptr && s.on_non_finite == non_finite::throw_error)
+  if (!(s.scaled && std::isfinite(loss)) && s.on_non_finite == non_finite::throw_error)
     throw non_finite_error("locus: fit: step " + std::to_string(s.step + 1) + " of the replica on " +
                            id_of<D>.full_name() + ": the loss or the gradient is not finite; not applied");
   return false;
@@ -130,7 +129,7 @@ struct basic_local_sgd {
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
         const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
-                                          s.scaler()};
+                                          s.scaler() != nullptr};
         s.run([&](auto& r) {
           const std::size_t i = r.index();
           skipped[i] = false;
@@ -144,15 +143,27 @@ struct basic_local_sgd {
           }
         });
         double loss = 0;
-        bool any_skipped = false;
+        bool any_skipped = false, losses_finite = true;
         for (std::size_t i = 0; i < devices; ++i) {
           any_skipped = any_skipped || skipped[i];
           loss += skipped[i] ? 0.0 : losses[i];
+          losses_finite = losses_finite && std::isfinite(losses[i]);
         }
         loss /= double(devices);
+        // float16's scale, once a step: halved when a replica's gradient overflowed (its step
+        // skipped), else one finite step more. A non-finite loss, or no scale left, is on_non_finite's.
+        bool scaled = false;
+        if (auto* scaler = s.scaler()) {
+          if (!any_skipped) scaler->finite_step();
+          else scaled = losses_finite && scaler->back_off();
+          if (any_skipped && !scaled && o.on_non_finite == non_finite::throw_error)
+            throw non_finite_error("locus: fit: step " + std::to_string(step + 1) +
+                                   ": a replica's gradient is not finite even at the smallest loss scale (2^-24); "
+                                   "not applied");
+        }
         ++step;
         const bool last = step == c.total_steps;
-        if (any_skipped && o.on_non_finite == non_finite::stop && s.scaler() == nullptr) {
+        if (any_skipped && o.on_non_finite == non_finite::stop && !scaled) {
           c.result.stopped = true;
           average(s, failures);
           return;

@@ -76,9 +76,9 @@ public:
 
   explicit mixed_precision(M m) : m_(std::move(m)) {}
   /// A copy has a scaler of its own (each trainer's copy of the model scales for itself), starting
-  /// from this one's scale.
+  /// from this one's scale. There are no moves: a move copies, so that the wrapper moved from
+  /// still has its scaler (a model is small; its parameters live in the trainers).
   mixed_precision(const mixed_precision& o) : m_(o.m_), scaler_(copy_of(o.scaler_)) {}
-  mixed_precision(mixed_precision&&) noexcept = default;
   mixed_precision& operator=(const mixed_precision& o) {
     if (this != &o) {
       m_ = o.m_;
@@ -86,7 +86,6 @@ public:
     }
     return *this;
   }
-  mixed_precision& operator=(mixed_precision&&) noexcept = default;
   ~mixed_precision() = default;
 
   [[nodiscard]] const M& model() const noexcept { return m_; }

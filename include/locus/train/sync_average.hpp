@@ -187,8 +187,8 @@ struct basic_sync_average {
           return std::pair{ok, size};
         });
         if (!finite) {
-          if (auto* scaler = s.scaler()) {
-            scaler->update(false);  // float16's loss scale halves; the step is skipped, whatever on_non_finite says
+          if (detail::scale_takes(s.scaler(), loss)) {
+            // float16's loss scale halved: the step is skipped, whatever on_non_finite says
           } else {
             if (o.on_non_finite == non_finite::throw_error)
               throw non_finite_error("locus: fit: step " + std::to_string(step + 1) + ": the loss (" +
@@ -218,7 +218,7 @@ struct basic_sync_average {
           else
             r.step(lr, segments<const float, D>(r.buffer().data(), r.model().parameters()), mean * clip);
         });
-        if (auto* scaler = s.scaler()) scaler->update(true);
+        if (auto* scaler = s.scaler()) scaler->finite_step();
         ++step;
         c.step_done(step, epoch, loss, true, norm);
       }
