@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
     };
     wide_row("float32", f32);
     wide_row("mixed<bfloat16>", wide_epoch_seconds(train::mixed<bfloat16>(wide), images, epochs, &acc, &skipped));
-    wide_row("mixed<half>", wide_epoch_seconds(train::mixed<half>(wide), images, epochs, &acc, &skipped));
+    wide_row("mixed<half>", wide_epoch_seconds(train::mixed<locus::half>(wide), images, epochs, &acc, &skipped));
   }
   cublasDestroy(h);
   return 0;
