@@ -588,7 +588,7 @@ TEST_CASE("a format 2 checkpoint (no stream positions) still loads, its streams 
   CHECK(back.parameters == c.parameters);
 }
 
-TEST_CASE("a format 3 checkpoint (no loss scale) still loads; a bad loss scale is refused at its offset",
+TEST_CASE("a format 3 checkpoint (no loss scale) still loads, and a bad loss scale is refused at its offset",
           "[train][checkpoint]") {
   mlp<float> model({16, 8, 4}, 3);
   data_parallel<sync_average, cpu> t{model, sgd{0.1f, 0.9f}};

@@ -221,7 +221,7 @@ TEST_CASE("mixed<bfloat16> trains on two GPUs with sync_average and hogwild, a f
   CHECK(flat(p) == async.parameters());
 }
 
-TEST_CASE("mixed<bfloat16>: a checkpoint holds the float masters; a resumed run is the uninterrupted one",
+TEST_CASE("mixed<bfloat16>: a checkpoint holds the float masters, and a resumed run is the uninterrupted one",
           "[train][half][checkpoint]") {
   const auto path = temp_path("mixed");
   auto data = synthetic(512, 4);
@@ -373,7 +373,7 @@ TEST_CASE("mixed<half>: a step's gradient is float's within float16's precision 
 }
 
 TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and halve the scale, whatever "
-          "on_non_finite says; a checkpoint keeps the scale and a resumed run is the uninterrupted one",
+          "on_non_finite says, and a checkpoint keeps the scale and a resumed run is the uninterrupted one",
           "[train][half][checkpoint]") {
   const auto data = large_targets(1024, 3);
   const auto model = regression_model();
@@ -384,7 +384,7 @@ TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and hal
   CHECK(r.skipped < r.steps);
   const auto s = sync.state();
   CHECK(s.loss_scale < 65536.0);
-  CHECK(s.loss_scale == 65536.0 / double(1u << r.skipped));  // each skipped step halved it once
+  CHECK(s.loss_scale == std::ldexp(65536.0, -int(r.skipped)));  // each skipped step halved it once
   for (float v : sync.parameters()) REQUIRE(std::isfinite(v));
   CHECK(r.curve.back().loss < r.curve.front().loss);
   {
@@ -398,7 +398,7 @@ TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and hal
     const auto rl = local.fit(data, stop);
     CHECK_FALSE(rl.stopped);
     CHECK(rl.skipped > 0);
-    CHECK(local.state().loss_scale == 65536.0 / double(1u << rl.skipped));  // halved once a step
+    CHECK(local.state().loss_scale == std::ldexp(65536.0, -int(rl.skipped)));  // halved once a step
   }
   // Resumed from a checkpoint taken after the skipped steps: the same scale, the same run.
   const auto path = temp_path("mixed_half");
