@@ -314,6 +314,14 @@ TEST_CASE("a 16-bit parameter read by many steps sums its gradient in float and 
     return acc;
   };
   CHECK(float(ad::grad(g, h).item()) == 3000.f);
+  // The same over 512 backward passes into one parameter, its gradient read after each: a read
+  // rounds a copy and keeps the float sum.
+  auto W = ad::parameter(w);
+  for (int i = 0; i < 512; ++i) {
+    ad::backward(ad::evaluate(ad::sum(cast<float>(W) * 1.f)));
+    CHECK(float(W.grad().item()) == float(bfloat16(float(i + 1))));
+  }
+  CHECK(float(W.take_grad().item()) == 512.f);
 }
 
 TEST_CASE("mixed<half>: a moved-from wrapper keeps its scale (a move copies)", "[train][half]") {
@@ -424,6 +432,7 @@ TEST_CASE("mixed<half> under every policy: overflowing steps are skipped and hal
     const auto rl = local.fit(data, stop);
     CHECK_FALSE(rl.stopped);
     CHECK(rl.skipped > 0);
+    for (const auto& e : rl.curve) CHECK(e.loss > 1e5);  // a skipped step reports its (finite) loss too
     CHECK(local.state().loss_scale == std::ldexp(65536.0, -int(rl.skipped)));  // halved once a step
   }
   // Resumed from a checkpoint taken after the skipped steps: the same scale, the same run.

@@ -463,11 +463,13 @@ public:
   [[nodiscard]] const locus::shape<R>& shape() const { return checked().value.shape(); }
   /// Whether a gradient flows to it (a parameter, or a value computed from one).
   [[nodiscard]] bool requires_grad() const { return checked().requires_grad; }
-  /// The gradient after ad::backward: zeros of the value's shape when none reached it.
+  /// The gradient after ad::backward: zeros of the value's shape when none reached it. A 16-bit
+  /// gradient's float sum is rounded into the copy and kept (a later backward adds to the sum).
   [[nodiscard]] tensor<T, D, R> grad() const {
     auto& s = checked();
     s.write_seed();
-    s.settle();
+    if constexpr (is_half_float_v<T>)
+      if (s.wide.data() != nullptr) return on<D>(expr::cast<T>(s.wide));
     if (s.has_grad) return s.grad.clone();
     return tensor<T, D, R>(s.value.shape(), T(0));
   }

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -142,14 +143,20 @@ struct basic_local_sgd {
             failures[i] = dist::failure_on(r.device(), std::current_exception());
           }
         });
+        // The step's loss: the mean over the replicas whose loss is finite (a replica skipped for
+        // its gradient alone still reports its loss; NaN when none is finite).
         double loss = 0;
-        bool any_skipped = false, losses_finite = true;
+        std::size_t finite_losses = 0;
+        bool any_skipped = false;
         for (std::size_t i = 0; i < devices; ++i) {
           any_skipped = any_skipped || skipped[i];
-          loss += skipped[i] ? 0.0 : losses[i];
-          losses_finite = losses_finite && std::isfinite(losses[i]);
+          if (std::isfinite(losses[i])) {
+            loss += losses[i];
+            ++finite_losses;
+          }
         }
-        loss /= double(devices);
+        const bool losses_finite = finite_losses == devices;
+        loss = finite_losses != 0 ? loss / double(finite_losses) : std::numeric_limits<double>::quiet_NaN();
         // float16's scale, once a step: halved when a replica's gradient overflowed (its step
         // skipped), else one finite step more. A non-finite loss, or no scale left, is on_non_finite's.
         bool scaled = false;
