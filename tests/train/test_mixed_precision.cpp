@@ -48,6 +48,18 @@ double relative_error(const A& a16, const std::vector<float>& b) {
   return m / scale;
 }
 
+/// The largest |a - b| over the largest |b|: flat gradients, the mixed model's against float's.
+double flat_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  REQUIRE(scale > 0);
+  return m / scale;
+}
+
 template <class H, class D, int R>
 tensor<H, D, R> narrow(const tensor<float, D, R>& t) {
   return on<D>(cast<H>(t));
@@ -159,12 +171,7 @@ TEST_CASE("mixed<bfloat16>: float masters, a step computed in bfloat16 within it
   STATIC_REQUIRE(std::is_same_v<decltype(sh.grad), M::params<D>>);
   CHECK(std::abs(double(sh.loss.item()) - double(sf.loss.item())) <= 0.02 * double(sf.loss.item()));
   const auto gf = flat(sf.grad), gh = flat(sh.grad);
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < gf.size(); ++i) {
-    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
-    scale = std::max(scale, std::abs(double(gf[i])));
-  }
-  CHECK(err <= 0.03 * scale);
+  CHECK(flat_relative_error(gh, gf) <= 0.03);
   CHECK(gh != gf);  // computed in bfloat16 indeed (not the float path)
   // Evaluation runs the float model.
   CHECK(mixed_mlp.loss(p, x, y).item() == mlp.loss(p, x, y).item());
@@ -182,12 +189,7 @@ TEST_CASE("mixed<bfloat16>: a convolutional model's step (conv2d and pooling in 
   auto sf = cnn.loss_and_grad(p, x, y);
   auto sh = mixed_cnn.loss_and_grad(p, x, y);
   const auto gf = flat(sf.grad), gh = flat(sh.grad);
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < gf.size(); ++i) {
-    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
-    scale = std::max(scale, std::abs(double(gf[i])));
-  }
-  CHECK(err <= 0.03 * scale);
+  CHECK(flat_relative_error(gh, gf) <= 0.03);
 }
 
 // The trainers below share a few model types (sequential<dense, relu, dense>, and one functional
@@ -241,12 +243,7 @@ TEST_CASE("mixed<bfloat16> of a functional model: its forward gets bfloat16 vars
   auto sh = m.loss_and_grad(p, x, y);
   CHECK(std::abs(double(sh.loss.item()) - double(sf.loss.item())) <= 0.02 * double(sf.loss.item()));
   const auto gf = flat(sf.grad), gh = flat(sh.grad);
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < gf.size(); ++i) {
-    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
-    scale = std::max(scale, std::abs(double(gf[i])));
-  }
-  CHECK(err <= 0.03 * scale);
+  CHECK(flat_relative_error(gh, gf) <= 0.03);
   CHECK(gh != gf);
   CHECK(m.predict(p, x).to_vector() == model.predict(p, x).to_vector());
 }
@@ -399,12 +396,7 @@ TEST_CASE("mixed<half>: a step's gradient is float's within float16's precision 
   auto sh = m.loss_and_grad(p, x, y);
   CHECK(std::abs(double(sh.loss.item()) - double(sf.loss.item())) <= 0.005 * double(sf.loss.item()));
   const auto gf = flat(sf.grad), gh = flat(sh.grad);
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < gf.size(); ++i) {
-    err = std::max(err, std::abs(double(gh[i]) - double(gf[i])));
-    scale = std::max(scale, std::abs(double(gf[i])));
-  }
-  CHECK(err <= 0.005 * scale);
+  CHECK(flat_relative_error(gh, gf) <= 0.005);
   CHECK(gh != gf);
 }
 
