@@ -205,7 +205,8 @@ TEMPLATE_LIST_TEST_CASE("max_pool2d and avg_pool2d: values and gradients, window
                         float_cases) {
   using D = typename TestType::device;
   using T = typename TestType::value;
-  pool_case<D, T>(2, 2);
+  pool_case<D, T>(2, 2);  // the host's 2x2 loops; an odd height: the last row in no window
+  pool_case<D, T>(3, 3);  // windows that tile, not 2x2: the host's general tiled backward, a row left over
   pool_case<D, T>(3, 2);  // overlapping windows: a maximum may collect several gradients
   pool_case<D, T>(6, 1);  // the window as wide as the input: one column of windows
 }
@@ -223,7 +224,7 @@ TEST_CASE("max_pool2d: rows wider than the host's block of windows, ties, signed
   // The host sweeps a row of windows tap by tap with selects (blocks of 64 windows); the rule is
   // still window by window: the first maximum in row-major order, NaN the maximum once seen.
   const double values[] = {-1.0, 0.0, -0.0, 1.0, std::nan(""), 1.0, 0.0};
-  for (const auto& ws : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 2}, {2, 1}}) {
+  for (const auto& ws : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 3}, {3, 2}, {2, 1}}) {
     const std::size_t window = ws.first, stride = ws.second;  // (not a structured binding: clang 14 cannot capture one)
     INFO("window " << window << ", stride " << stride);
     const std::size_t h = 5, w = 2 * 64 * 2 + 7;

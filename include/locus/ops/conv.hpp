@@ -510,6 +510,65 @@ LOCUS_HOST_DEVICE inline void for_each_window_max(const T* plane, const pool_geo
     }
 }
 
+/// Windows 2x2 at stride 2 (max_pool2d(x, 2), a CNN's usual pooling) get loops of their own: the
+/// four taps of window ox of output row oy are a0 = row0[2 ox], a1 = row0[2 ox + 1], a2 = row1[2 ox],
+/// a3 = row1[2 ox + 1] (row0, row1 the input rows 2 oy and 2 oy + 1), compared in window_argmax's
+/// order through selects, so the compiler runs a row of windows in vector lanes.
+inline bool is_2x2_stride_2(const pool_geometry& g) { return g.wh == 2 && g.ww == 2 && g.sh == 2 && g.sw == 2; }
+
+/// m, k <- the first maximum of (m, k) and tap (v, j), NaN the maximum once seen; K an unsigned
+/// integer as wide as T (the same lanes).
+template <class T, class K>
+LOCUS_HOST_DEVICE inline void take_larger(T v, K j, T& m, K& k) {
+  const bool take = (m == m) & ((v != v) | (v > m));
+  m = masked_select(take, v, m);
+  k = masked_select(take, j, k);
+}
+template <class T>
+using tap_index = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+/// Windows ox in [0, ow) of one 2x2 row: their maxima into y.
+template <class T>
+LOCUS_HOST_DEVICE inline void max_2x2_row(const T* row0, const T* row1, std::size_t ow, T* y) {
+  using K = tap_index<T>;
+  for (std::size_t ox = 0; ox < ow; ++ox) {
+    T m = row0[2 * ox];
+    K k = 0;
+    take_larger(row0[2 * ox + 1], K(1), m, k);
+    take_larger(row1[2 * ox], K(2), m, k);
+    take_larger(row1[2 * ox + 1], K(3), m, k);
+    y[ox] = m;
+  }
+}
+
+/// The gradient of one 2x2 row: each tap of window ox gets dy[ox] where it is the window's first
+/// maximum and 0 elsewhere; a window's taps are read by no other window, so each element of the two
+/// gradient rows is written once (dy + 0: the sum a zeroed plane would hold, -0 becomes +0).
+template <class T>
+LOCUS_HOST_DEVICE inline void max_2x2_row_backward(const T* row0, const T* row1, const T* dy, std::size_t ow, T* dx0,
+                                                   T* dx1) {
+  using K = tap_index<T>;
+  for (std::size_t ox = 0; ox < ow; ++ox) {
+    T m = row0[2 * ox];
+    K k = 0;
+    take_larger(row0[2 * ox + 1], K(1), m, k);
+    take_larger(row1[2 * ox], K(2), m, k);
+    take_larger(row1[2 * ox + 1], K(3), m, k);
+    const T d = dy[ox] + T(0);
+    dx0[2 * ox] = masked_select(k == 0, d, T(0));
+    dx0[2 * ox + 1] = masked_select(k == 1, d, T(0));
+    dx1[2 * ox] = masked_select(k == 2, d, T(0));
+    dx1[2 * ox + 1] = masked_select(k == 3, d, T(0));
+  }
+}
+
+/// Windows ox in [0, ow) of one 2x2 row: their means into y (summed in window_value's order).
+template <class T>
+LOCUS_HOST_DEVICE inline void avg_2x2_row(const T* row0, const T* row1, std::size_t ow, T* y) {
+  for (std::size_t ox = 0; ox < ow; ++ox)
+    y[ox] = (T(0) + row0[2 * ox] + row0[2 * ox + 1] + row1[2 * ox] + row1[2 * ox + 1]) / T(4);
+}
+
 /// Pooling of one plane: task (n, c).
 template <class T, bool Max>
 struct pool_plane_kernel {
@@ -520,8 +579,16 @@ struct pool_plane_kernel {
     const T* px = x + plane * g.h * g.w;
     T* py = y + plane * g.oh * g.ow;
     if constexpr (Max) {
+      if (is_2x2_stride_2(g)) {
+        for (std::size_t oy = 0; oy < g.oh; ++oy) max_2x2_row(px + 2 * oy * g.w, px + (2 * oy + 1) * g.w, g.ow, py + oy * g.ow);
+        return;
+      }
       for_each_window_max(px, g, [&](std::size_t o, std::size_t, T v) { py[o] = v; });
     } else {
+      if (is_2x2_stride_2(g)) {
+        for (std::size_t oy = 0; oy < g.oh; ++oy) avg_2x2_row(px + 2 * oy * g.w, px + (2 * oy + 1) * g.w, g.ow, py + oy * g.ow);
+        return;
+      }
       for (std::size_t oy = 0; oy < g.oh; ++oy)
         for (std::size_t ox = 0; ox < g.ow; ++ox) py[oy * g.ow + ox] = window_value<Max>(px, g, oy, ox);
     }
@@ -539,6 +606,10 @@ struct pool_plane_backward_kernel {
     const T* px = x + plane * g.h * g.w;
     const T* pdy = dy + plane * g.oh * g.ow;
     T* pdx = dx + plane * g.h * g.w;
+    if (g.sh == g.wh && g.sw == g.ww) {  // windows that tile: each element written once, no zeroing first
+      tiled_backward(px, pdy, pdx);
+      return;
+    }
     for (std::size_t i = 0; i < g.h * g.w; ++i) pdx[i] = T(0);
     if constexpr (Max) {
       for_each_window_max(px, g, [&](std::size_t o, std::size_t at, T) { pdx[at] += pdy[o]; });
@@ -551,6 +622,50 @@ struct pool_plane_backward_kernel {
             for (std::size_t s = 0; s < g.ww; ++s) pdx[(oy * g.sh + r) * g.w + ox * g.sw + s] += d / area;
         }
     }
+  }
+
+private:
+  /// Windows with stride = window cover each element once at most: every window writes its own
+  /// elements (dy to its first maximum, or dy / area to each, plus 0: what a zeroed plane would hold
+  /// after the scatter), then the rows and columns no window reaches get 0.
+  LOCUS_HOST_DEVICE void tiled_backward(const T* px, const T* pdy, T* pdx) const {
+    const std::size_t covered_w = g.ow * g.ww;
+    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+      if constexpr (Max) {
+        if (is_2x2_stride_2(g)) {
+          max_2x2_row_backward(px + 2 * oy * g.w, px + (2 * oy + 1) * g.w, pdy + oy * g.ow, g.ow, pdx + 2 * oy * g.w,
+                               pdx + (2 * oy + 1) * g.w);
+        } else {
+          for (std::size_t ox0 = 0; ox0 < g.ow; ox0 += row_block) {
+            const std::size_t m = g.ow - ox0 < row_block ? g.ow - ox0 : row_block;
+            std::size_t at[row_block];
+            T best[row_block];
+            row_argmax(px, g, oy, ox0, m, at, best);
+            for (std::size_t r = 0; r < g.wh; ++r)
+              for (std::size_t j = 0; j < m; ++j) {
+                const T d = pdy[oy * g.ow + ox0 + j] + T(0);
+                const std::size_t base = (oy * g.sh + r) * g.w + (ox0 + j) * g.sw;
+                for (std::size_t s = 0; s < g.ww; ++s) pdx[base + s] = base + s == at[j] ? d : T(0);
+              }
+          }
+        }
+      } else {
+        const T area = static_cast<T>(g.wh * g.ww);
+        for (std::size_t r = 0; r < g.wh; ++r) {
+          T* row = pdx + (oy * g.sh + r) * g.w;
+          const T* d = pdy + oy * g.ow;
+          if (g.ww == 2) {
+            for (std::size_t ox = 0; ox < g.ow; ++ox) row[2 * ox] = row[2 * ox + 1] = d[ox] / area + T(0);
+          } else {
+            for (std::size_t ox = 0; ox < g.ow; ++ox)
+              for (std::size_t s = 0; s < g.ww; ++s) row[ox * g.ww + s] = d[ox] / area + T(0);
+          }
+        }
+      }
+      for (std::size_t r = 0; r < g.wh; ++r)
+        for (std::size_t i = covered_w; i < g.w; ++i) pdx[(oy * g.sh + r) * g.w + i] = T(0);
+    }
+    for (std::size_t i = g.oh * g.wh * g.w; i < g.h * g.w; ++i) pdx[i] = T(0);
   }
 };
 
