@@ -291,6 +291,17 @@ TEST_CASE("local_sgd with adam averages both moments, and hogwild trains with ad
 }
 #endif
 
+TEST_CASE("hogwild weighs a stale step by 1/(1+tau) for sgd by default, not for adam, and as told", "[train][optim][hogwild]") {
+  const auto info = [](const auto& opt) { return train::detail::erase_optimizer<cpu>(opt).info; };
+  CHECK(hogwild{}.weighs_staleness(info(sgd{0.1f, 0.9f})));
+  CHECK(hogwild{}.weighs_staleness(info(sgd{0.1f, 0.f})));
+  CHECK(hogwild{}.weighs_staleness(info(sgd{.lr = 0.1f, .momentum = 0.9f, .nesterov = true})));
+  CHECK_FALSE(hogwild{}.weighs_staleness(info(adam{1e-3f})));
+  CHECK_FALSE(hogwild{}.weighs_staleness(info(adamw{1e-3f})));
+  CHECK(hogwild{.scale_by_staleness = true}.weighs_staleness(info(adamw{1e-3f})));
+  CHECK_FALSE(hogwild{.scale_by_staleness = false}.weighs_staleness(info(sgd{0.1f, 0.9f})));
+}
+
 TEST_CASE("one hogwild worker with adam follows sync_average's steps, and look-ahead stays sgd's", "[train][optim][hogwild]") {
   mlp<float> model({16, 12, 4}, 5);
   auto data = synthetic(256, 3);

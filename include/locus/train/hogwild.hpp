@@ -253,6 +253,11 @@ struct basic_hogwild {
   /// whatever the gradient's scale, so the weight only shrank every step (the README's CNN, AdamW,
   /// 2 workers, 2 epochs: 0.8646 scaled, 0.8784 not, sync_average 0.8861).
   std::optional<bool> scale_by_staleness = std::nullopt;
+  /// Whether a worker's step is weighed by 1 / (1 + tau) with optimiser `opt`: scale_by_staleness,
+  /// or unset, whether `opt` is sgd (with or without momentum, Nesterov's too).
+  [[nodiscard]] bool weighs_staleness(const optimizer_info& opt) const {
+    return scale_by_staleness.value_or(opt.sgd_options.has_value());
+  }
   /// How the updates reach the home copy. Unset: load_store in process (faster an epoch than
   /// atomic_add at the same accuracy: bench/RESULTS-train.md),
   /// atomic_add across ranks (MPI_Accumulate is atomic per element; load_store is refused there).
@@ -354,7 +359,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
                               generic,
                               ahead,
                               rmw,
-                              scale_by_staleness.value_or(!generic),
+                              weighs_staleness(opt),
                               mom,
                               {},
                               {},
