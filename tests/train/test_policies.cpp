@@ -538,3 +538,114 @@ TEST_CASE("non-finite steps on GPUs: the loss and the finite check read together
   }
 }
 #endif
+
+#if LOCUS_HAS_GPUS
+namespace {
+/// Emulated GPUs take a resident training set's device path while it lives (CUDA GPUs always do).
+struct resident_path {
+  resident_path() { data::detail::resident_on_host_run_devices = true; }
+  ~resident_path() { data::detail::resident_on_host_run_devices = false; }
+  resident_path(const resident_path&) = delete;
+  resident_path& operator=(const resident_path&) = delete;
+};
+}  // namespace
+
+TEST_CASE("data::resident gathers what data::gather does, labels and float targets, and refuses a bad order",
+          "[data][resident]") {
+  const resident_path device_path;
+  const auto labelled = synthetic(40, 3);
+  std::vector<float> features(40 * 3), values(40 * 2);
+  for (std::size_t i = 0; i < features.size(); ++i) features[i] = float(i) * 0.25f;
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = -float(i);
+  const auto regression = data::make_dataset(std::span<const float>(features), 3, std::span<const float>(values), 2);
+  const auto order = data::shuffled(40, 7, 1);
+  for (const auto* set : {&labelled, &regression}) {
+    data::resident<gpu<1>> rows(*set);
+    CHECK(rows.holds(*set));
+    CHECK_FALSE(rows.holds(set == &labelled ? regression : labelled));
+    for (const auto& [first, count] : std::vector<std::pair<std::size_t, std::size_t>>{{0, 40}, {13, 9}, {39, 1}, {40, 0}}) {
+      INFO("rows " << first << " + " << count);
+      auto [x, y] = rows.gather(order, 1, first, count);
+      auto [hx, hy] = data::gather<gpu<1>>(*set, order, first, count);
+      CHECK(x.shape() == hx.shape());
+      CHECK(x.to_vector() == hx.to_vector());
+      CHECK(y.labels.to_vector() == hy.labels.to_vector());
+      CHECK(y.values.shape() == hy.values.shape());
+      CHECK(y.values.to_vector() == hy.values.to_vector());
+    }
+    CHECK(rows.order_uploads() == 1);  // one epoch: its order uploaded once
+    const auto next = data::shuffled(40, 7, 2);
+    auto [x2, y2] = rows.gather(next, 2, 0, 8);
+    CHECK(rows.order_uploads() == 2);
+    CHECK(x2.to_vector() == data::gather<gpu<1>>(*set, next, 0, 8).first.to_vector());
+  }
+  data::resident<gpu<0>> rows(labelled);
+  auto shorter = order;
+  shorter.pop_back();
+  CHECK_THROWS_WITH((void)rows.gather(shorter, 0, 0, 4), Catch::Contains("an order of 39 over 40 rows"));
+  auto bad = order;
+  bad[5] = 40;
+  CHECK_THROWS_WITH((void)rows.gather(bad, 0, 0, 4), Catch::Contains("order[5] = 40 past the 40 rows"));
+  CHECK(rows.order_uploads() == 0);  // nothing taken from a refused order
+  CHECK_THROWS_WITH((void)rows.gather(order, 0, 38, 3), Catch::Contains("rows [38, 38 + 3) of an order of 40"));
+  CHECK_THROWS_AS((void)data::resident<gpu<0>>{}.gather(order, 0, 0, 1), config_error);
+  CHECK_FALSE(data::resident<gpu<0>>{}.holds(labelled));
+}
+
+TEST_CASE("a training set kept on the GPUs: the host path's steps bit for bit, uploaded once a fit, each epoch's "
+          "order once, two kernels a batch, freed after",
+          "[train][policy][resident]") {
+  mlp<float> model({16, 12, 4}, 5);
+  const auto data = synthetic(512, 2);
+  const auto on_device = quiet(2, 64);  // 8 steps an epoch, 16 in all
+  auto on_host = on_device;
+  on_host.data_on_device_limit = 0;
+  const resident_path device_path;
+  const auto same_steps = [&](auto& a, auto& b) {
+    const auto ra = a.fit(data, on_host);
+    const auto rb = b.fit(data, on_device);
+    REQUIRE(ra.curve.size() == rb.curve.size());
+    for (std::size_t i = 0; i < ra.curve.size(); ++i) CHECK(ra.curve[i].loss == rb.curve[i].loss);
+    CHECK(a.parameters() == b.parameters());
+  };
+  {
+    data_parallel<sync_average, gpu<0>, gpu<1>> a{model, sgd{0.1f, 0.9f}}, b{model, sgd{0.1f, 0.9f}};
+    same_steps(a, b);
+  }
+  {
+    data_parallel<sync_average, gpu<1>> a{model, adamw{1e-2f}, sync_average{.accumulate = 2}},
+        b{model, adamw{1e-2f}, sync_average{.accumulate = 2}};
+    same_steps(a, b);
+  }
+  {
+    data_parallel<local_sgd, gpu<0>, gpu<1>> a{model, sgd{0.1f, 0.9f}}, b{model, sgd{0.1f, 0.9f}};
+    same_steps(a, b);
+  }
+  {
+    data_parallel<hogwild, gpu<0>> a{model, sgd{0.1f, 0.9f}}, b{model, sgd{0.1f, 0.9f}};  // one worker: deterministic
+    same_steps(a, b);
+  }
+#if !LOCUS_HAS_CUDA
+  // Emulated GPUs: the host path writes a batch in place (no wait, no kernel), so what the device
+  // path adds is exactly its uploads and its gathers. On replica 1 (no exchange reads of its own).
+  const device_id g1 = id_of<gpu<1>>;
+  data_parallel<sync_average, gpu<0>, gpu<1>> t{model, sgd{0.1f, 0.9f}};
+  (void)t.fit(data, on_host);  // the trainer's first-fit set-up left out
+  const auto live = memory_stats(g1).live_bytes;
+  const auto w0 = host_waits(g1), l0 = kernel_launches(g1);
+  (void)t.fit(data, on_host);
+  const auto w1 = host_waits(g1), l1 = kernel_launches(g1);
+  (void)t.fit(data, on_device);
+  const auto w2 = host_waits(g1), l2 = kernel_launches(g1);
+  CHECK((w2 - w1) - (w1 - w0) == 2 + 2);   // the rows and labels once, each of the 2 epochs' orders once
+  CHECK((l2 - l1) - (l1 - l0) == 2 * 16);  // x and y: one kernel each, 16 batches
+  CHECK(memory_stats(g1).live_bytes == live);  // the copy freed when the fit ends
+  // A set past the limit takes the host path.
+  auto small_limit = on_device;
+  small_limit.data_on_device_limit = data::bytes_of(data) - 1;
+  const auto w3 = host_waits(g1);
+  (void)t.fit(data, small_limit);
+  CHECK(host_waits(g1) - w3 == w1 - w0);
+#endif
+}
+#endif

@@ -496,6 +496,18 @@ fit_result trainer<Policy, Set>::fit(const data::labelled_images& data, const fi
     };
   }
   result.steps = result.resumed_from;
+  // GPU replicas keep the training set for the fit (fit_options::data_on_device_limit), freed when
+  // it ends (also when an upload fails part-way).
+  struct drop_data_after {
+    Set& set;
+    ~drop_data_after() {
+      try {
+        set.drop_data();
+      } catch (...) {  // freeing device memory: nothing to report over a fit's own outcome
+      }
+    }
+  } drop_after{*set_};
+  set_->keep_data(data, o.data_on_device_limit);
   try {
     policy_.run(c);
   } catch (const detail::stop_fit&) {

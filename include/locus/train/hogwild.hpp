@@ -14,6 +14,7 @@
 #include <locus/config.hpp>
 #include <locus/backend/omp.hpp>
 #include <locus/backend/parallel.hpp>
+#include <locus/data/resident.hpp>
 #include <locus/data/sampler.hpp>
 #include <locus/dist/agreement.hpp>
 #include <locus/dist/in_process.hpp>
@@ -122,7 +123,7 @@ struct hogwild_run {
 /// `own_step` is the worker's optimiser step (the generic path).
 template <device D>
 void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>& grad, tensor<float, D, 1>& velocity,
-                    const std::function<void(float)>& own_step) {
+                    const std::function<void(float)>& own_step, data::resident<D>* rows) {
   const auto& o = h.options;
   const std::size_t size = h.size;
   const int threads_per_worker = h.threads_per_worker;
@@ -163,7 +164,7 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
       });
     }
     from_host(staging, local.parameters());
-    auto [x, y] = data::gather<D>(h.data, *h.orders.of(epoch), first, o.batch);
+    auto [x, y] = data::batch_of<D>(rows, h.data, *h.orders.of(epoch), epoch, first, o.batch);
     const auto checked = checked_loss_and_grad(local, x, y);  // one host wait for both
     const double loss = checked.first;
     if (!checked.second) {
@@ -375,7 +376,7 @@ void basic_hogwild<Comm>::run(fit_context<Set>& c) const {
         using D = typename std::remove_cvref_t<decltype(r)>::device_type;
         try {
           const std::function<void(float)> own_step = [&](float lr) { r.step(lr, r.model().gradients()); };
-          detail::hogwild_worker<D>(shared, r.model(), r.buffer(), r.state(), own_step);
+          detail::hogwild_worker<D>(shared, r.model(), r.buffer(), r.state(), own_step, r.rows());
         } catch (...) {
           // Across ranks nobody waits for this worker at a collective: end the job, with the
           // message (whatever the exception's type).

@@ -12,6 +12,7 @@
 //
 // Written against the public policy interface only (policy.hpp, replicas.hpp).
 #include <locus/config.hpp>
+#include <locus/data/resident.hpp>
 #include <locus/data/sampler.hpp>
 #include <locus/dist/agreement.hpp>
 #include <locus/dist/nccl.hpp>
@@ -40,6 +41,7 @@ namespace detail {
 struct local_shard {
   const data::labelled_images& data;
   const std::vector<std::uint32_t>& order;
+  std::size_t epoch;     ///< whose order it is (a resident copy uploads it once)
   std::size_t first;     ///< the batch's first position in `order`
   std::size_t batch;     ///< the global batch
   std::size_t replicas;  ///< over all ranks
@@ -54,9 +56,9 @@ struct local_shard {
 /// finite (non_finite_error under throw_error). A function of the kind of device alone, shared by
 /// every policy and communicator kind.
 template <device D>
-bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss) {
+bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss, data::resident<D>* rows) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
-  auto [x, y] = data::gather<D>(s.data, s.order, mine.first, mine.count);
+  auto [x, y] = data::batch_of<D>(rows, s.data, s.order, s.epoch, mine.first, mine.count);
   const auto checked = checked_loss_and_grad(r, x, y);  // one host wait for both
   loss = checked.first;
   if (checked.second) return true;
@@ -129,13 +131,13 @@ struct basic_local_sgd {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
-        const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
+        const detail::local_shard shard{c.data, order, epoch, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
                                           s.scaler() != nullptr};
         s.run([&](auto& r) {
           const std::size_t i = r.index();
           skipped[i] = false;
           try {
-            skipped[i] = !detail::local_gradient(r.model(), shard, s.first_replica() + i, losses[i]);
+            skipped[i] = !detail::local_gradient(r.model(), shard, s.first_replica() + i, losses[i], r.rows());
             if (!skipped[i]) r.step(lr, r.model().gradients());
           } catch (...) {
             if constexpr (!spans) throw;

@@ -69,6 +69,11 @@ enum class lr_schedule {
 struct fit_options {
   std::size_t epochs = 1;
   std::size_t batch = 256;        ///< the global batch (split over the replicas by the synchronous policies)
+  /// GPU replicas keep the training set in their memory for the fit when it takes at most this
+  /// many bytes (rows, labels and targets): uploaded once, each epoch's order once, every batch
+  /// gathered by kernels on the GPU (data::resident). A larger set, or 0 here: each batch is
+  /// gathered on the host and copied. Host-run devices read the host's rows either way.
+  std::size_t data_on_device_limit = std::size_t(4) << 30;
   std::uint64_t seed = 0;         ///< data order
   std::size_t max_steps = 0;      ///< stop after this many steps (0: all epochs)
   /// The learning rate ramps up linearly over these first steps; unset: the policy's default

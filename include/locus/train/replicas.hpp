@@ -11,6 +11,7 @@
 // (cpu, any_gpu), so that a policy's run() is the same function for one GPU or eight.
 #include <locus/config.hpp>
 #include <locus/backend/parallel.hpp>
+#include <locus/data/resident.hpp>
 #include <locus/device/device.hpp>
 #include <locus/dist/agreement.hpp>
 #include <locus/dist/communicator.hpp>
@@ -246,6 +247,9 @@ public:
     (*stepper_)(lr, steps_ + 1, model_->parameters(), grads, state_.view(), scale);
     ++steps_;  // after: a step that throws is not counted
   }
+  /// The training set kept on this replica's device for the fit under way (data::resident), or
+  /// null: its batches are gathered on the host (data::batch_of takes either).
+  [[nodiscard]] data::resident<C>* rows() noexcept { return rows_ ? &*rows_ : nullptr; }
   /// The first n floats of the buffer (or the state), for the communicator.
   [[nodiscard]] dist::buffer_ref buffer_ref(std::size_t n) noexcept { return {device_, buffer_.data(), n}; }
   [[nodiscard]] dist::buffer_ref state_ref(std::size_t n) noexcept { return {device_, state_.data(), n}; }
@@ -260,6 +264,7 @@ private:
   tensor<float, C, 1> buffer_, state_;
   std::uint64_t steps_ = 0;
   const detail::step_function<C>* stepper_ = nullptr;
+  std::optional<data::resident<C>> rows_;
 };
 
 /// The replicas of one model on this process's devices, known at run time, with the communicator
@@ -351,6 +356,19 @@ public:
   template <class F>
   void each(F&& f) const {
     for (std::size_t i = 0; i < device_count(); ++i) visit(*this, i, f);
+  }
+
+  /// Each replica whose device keeps `data` (data::keeps_resident under `limit` bytes: a GPU) gets
+  /// a copy of it on its device for the fit (keep_data), which drop_data frees; the others take
+  /// the host path. Uploads one replica after the other, each in its device scope.
+  void keep_data(const data::labelled_images& data, std::size_t limit) {
+    each([&](auto& slot) {
+      using C = typename std::remove_cvref_t<decltype(slot)>::device_type;
+      if (data::keeps_resident<C>(data, limit)) slot.rows_.emplace(data);
+    });
+  }
+  void drop_data() {
+    each([](auto& slot) { slot.rows_.reset(); });
   }
 
   /// Every replica's flat buffer (whole, or the first `n` floats), for the communicator.

@@ -12,6 +12,7 @@
 //   data_parallel<sync_average, cpu> t{model, sgd{}, sync_average{.accumulate = 4}};
 //   data_parallel<sync_average, gpu<0>, gpu<1>> t{model, adamw{1e-3f}};   any optimiser (optimizer.hpp)
 #include <locus/config.hpp>
+#include <locus/data/resident.hpp>
 #include <locus/data/sampler.hpp>
 #include <locus/dist/agreement.hpp>
 #include <locus/dist/nccl.hpp>
@@ -37,6 +38,7 @@ namespace detail {
 struct sync_shard {
   const data::labelled_images& data;
   const std::vector<std::uint32_t>& order;
+  std::size_t epoch;       ///< whose order it is (a resident copy uploads it once)
   std::size_t first;       ///< the batch's first position in `order`
   std::size_t batch;       ///< the global batch
   std::size_t replicas;    ///< over all ranks
@@ -54,13 +56,14 @@ struct sync_shard {
 /// once, as a sum on the host would be. A function of the kind of device alone: every policy and
 /// communicator kind shares one copy.
 template <device D>
-void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index) {
+void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, std::size_t index,
+                   data::resident<D>* rows) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
   const tensor_view<float, D, 0> loss_slot(g.data() + s.n, locus::shape<0>{});
   tensor<double, D, 0> total;
   if (s.accumulate > 1) total = tensor<double, D, 0>(locus::shape<0>{}, 0.0);
   for (std::size_t k = 0; k < s.accumulate; ++k) {
-    auto [x, y] = data::gather<D>(s.data, s.order, mine.first + k * s.micro, s.micro);
+    auto [x, y] = data::batch_of<D>(rows, s.data, s.order, s.epoch, mine.first + k * s.micro, s.micro);
     r.loss_and_grad_into(x, y, loss_slot);
     if (s.accumulate > 1) total = total + cast<double>(loss_slot);
     if (!s.packed) continue;
@@ -138,7 +141,7 @@ struct basic_sync_average {
         // Across ranks, a failure of this rank since the last exchange (its checkpoint, on_step)
         // rides in this one instead of a gradient.
         const bool failed = spans && !c.failure.empty();
-        const detail::sync_shard shard{c.data, order, first, o.batch, replicas, micro, accumulate, n, packed};
+        const detail::sync_shard shard{c.data, order, epoch, first, o.batch, replicas, micro, accumulate, n, packed};
         s.run([&](auto& r) {
           const std::size_t i = r.index();
           auto& g = r.buffer();
@@ -148,7 +151,7 @@ struct basic_sync_average {
               detail::set_slots(g, n, {0.f, 1.f});
               return;
             }
-            detail::sync_gradient(r.model(), g, shard, s.first_replica() + i);
+            detail::sync_gradient(r.model(), g, shard, s.first_replica() + i, r.rows());
           } catch (...) {
             if constexpr (!spans) throw;
             // Across ranks the failure travels in the buffer: every rank learns of it (whatever
