@@ -221,3 +221,49 @@ TEMPLATE_LIST_TEST_CASE("16-bit operands beside rank-0 floats, bool conditions a
   for (const H v : rv) ref += double(float(v));
   CHECK(std::abs(double(s) - ref) < 1e-3);
 }
+
+TEST_CASE("host loops storing 16-bit values give the baseline instruction set's bits in every version", "[half]") {
+  // GCC builds run these loops compiled for AVX2 or AVX-512 when the CPU has them; conversions are
+  // exact integer work and contraction into FMAs stays off, so each version stores the same bits.
+  using backend::detail::host_isa;
+  const host_isa detected = backend::detail::sixteen_bit_isa;
+  INFO("this host's version: " << (detected == host_isa::avx512 ? "AVX-512" : detected == host_isa::avx2 ? "AVX2" : "baseline"));
+  struct restore {
+    host_isa isa;
+    ~restore() { backend::detail::sixteen_bit_isa = isa; }
+  } restore_after{detected};
+  const std::size_t n = 1 << 16;
+  const auto a = on<cpu>(random::uniform<float>(shape{n}, 11, -3.0, 3.0));
+  const auto b = on<cpu>(random::uniform<float>(shape{n}, 12, -3.0, 3.0));
+  const auto c = on<cpu>(random::uniform<float>(shape{n}, 13, -9.0, 9.0));
+  const auto run = [&]<class H>(H) {
+    std::vector<std::uint16_t> every(n);
+    for (std::size_t i = 0; i < n; ++i) every[i] = std::uint16_t(i);  // all 65536 patterns: NaN, inf, subnormals
+    tensor<H, cpu> x(shape{n});
+    std::vector<H> xs(n);
+    for (std::size_t i = 0; i < n; ++i) xs[i] = H::from_bits(every[i]);
+    x = tensor<H, cpu>(shape{n}, xs);
+    const tensor<H, cpu> z = cast<H>(b);
+    std::vector<std::vector<std::uint16_t>> results;
+    for (const host_isa isa : {host_isa::baseline, detected}) {
+      backend::detail::sixteen_bit_isa = isa;
+      std::vector<std::uint16_t> bits;
+      const auto keep = [&](const auto& t) {
+        for (const H v : t.to_vector()) bits.push_back(v.bits);
+      };
+      keep(tensor<H, cpu>(1.5f * x + z));
+      keep(tensor<H, cpu>(cast<H>(a * b + c)));                        // an FMA would round a*b+c once
+      keep(tensor<H, cpu>(cast<H>(a * c - b * c + a)));
+      keep(tensor<H, cpu, 2>(cast<H>(reshape(a, shape{256, 256}) * 3.1f + reshape(c, shape{256, 256}))));  // by rows
+      results.push_back(std::move(bits));
+    }
+    REQUIRE(results[0].size() == results[1].size());
+    std::size_t differ = 0, first = 0;
+    for (std::size_t i = results[0].size(); i-- > 0;)
+      if (results[0][i] != results[1][i]) ++differ, first = i;
+    INFO(differ << " of " << results[0].size() << " stores differ, the first at " << first);
+    CHECK(differ == 0);
+  };
+  run(bfloat16{});
+  run(locus::half{});
+}

@@ -7,6 +7,7 @@
 #include <locus/backend/registry.hpp>
 #include <locus/config.hpp>
 #include <locus/device/device.hpp>
+#include <locus/tensor/half.hpp>
 
 #include <cstddef>
 
@@ -78,17 +79,84 @@ struct row_tile {
   }
 };
 
-/// f(i) for i in [0, n) on the host: pieces on the host pool when `parallel`, else a plain loop.
+// Host loops that store bfloat16 or half values: their conversions are integer work (widening a
+// shift, rounding to nearest even a few adds and masks) that the baseline x86-64 instruction set
+// (SSE2, what a build without -march targets) runs 4 lanes at a time. GCC builds compile these
+// loops for AVX2 and AVX-512 too and take the CPU's at run time (detected once); contraction into
+// FMAs stays off in them, so every version stores the baseline's bits.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__)
+#  define LOCUS_DETAIL_HOST_MULTIVERSION 1
+#else
+#  define LOCUS_DETAIL_HOST_MULTIVERSION 0
+#endif
+
+enum class host_isa { baseline, avx2, avx512 };
+
+/// The widest of the host's instruction sets that 16-bit loops are compiled for.
+inline host_isa detected_host_isa() noexcept {
+#if LOCUS_DETAIL_HOST_MULTIVERSION
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return host_isa::avx512;
+  if (__builtin_cpu_supports("avx2")) return host_isa::avx2;
+#endif
+  return host_isa::baseline;
+}
+/// The instruction set host loops storing 16-bit values run with (tests set baseline to compare).
+inline host_isa sixteen_bit_isa = detected_host_isa();
+
+/// f(i) for i in [b, e), f copied first (its pointers stay in registers).
 template <class F>
+void run_range(const F& f, std::size_t b, std::size_t e) {
+  const F k = f;
+  for (std::size_t i = b; i < e; ++i) k(i);
+}
+#if LOCUS_DETAIL_HOST_MULTIVERSION
+template <class F>
+[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void run_range_avx2(const F& f, std::size_t b, std::size_t e) {
+  const F k = f;
+  for (std::size_t i = b; i < e; ++i) k(i);
+}
+template <class F>
+[[gnu::target("avx512f,avx512bw,avx512vl"), gnu::optimize("fp-contract=off")]] void run_range_avx512(const F& f,
+                                                                                                     std::size_t b,
+                                                                                                     std::size_t e) {
+  const F k = f;
+  for (std::size_t i = b; i < e; ++i) k(i);
+}
+#endif
+/// run_range, in the version for sixteen_bit_isa when Wide (a loop storing 16-bit values).
+template <bool Wide, class F>
+void run_range_as(const F& f, std::size_t b, std::size_t e) {
+#if LOCUS_DETAIL_HOST_MULTIVERSION
+  if constexpr (Wide) {
+    switch (sixteen_bit_isa) {
+      case host_isa::avx512: run_range_avx512(f, b, e); return;
+      case host_isa::avx2: run_range_avx2(f, b, e); return;
+      case host_isa::baseline: break;
+    }
+  }
+#endif
+  run_range(f, b, e);
+}
+
+/// out[i] = kernel(i) as a callable of i.
+template <class K, class T>
+struct store_into {
+  K kernel;
+  T* out;
+  void operator()(std::size_t i) const { out[i] = kernel(i); }
+};
+
+/// f(i) for i in [0, n) on the host: pieces on the host pool when `parallel`, else a plain loop
+/// (Wide: a loop storing 16-bit values, run_range_as).
+template <class F, bool Wide = false>
 void host_for_each(std::size_t n, const F& f, bool parallel) {
   if (parallel) {
-    parallel_ranges(n, [&f](std::size_t b, std::size_t e) {
-      const F k = f;  // a local copy: its pointers stay in registers
-      for (std::size_t i = b; i < e; ++i) k(i);
-    });
+    parallel_ranges(n, [&f](std::size_t b, std::size_t e) { run_range_as<Wide>(f, b, e); });
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) f(i);
+  run_range_as<Wide>(f, 0, n);
 }
 
 template <class T>
@@ -123,14 +191,8 @@ void transform(std::size_t n, const K& kernel, T* out) {
   reg.counters(d).launches.fetch_add(1, std::memory_order_relaxed);
   const detail::store_as<K, T> f{kernel};
   if constexpr (runs_on_host<D>) {
-    if (n >= serial_threshold) {
-      parallel_ranges(n, [&f, out](std::size_t b, std::size_t e) {
-        const auto k = f;
-        for (std::size_t i = b; i < e; ++i) out[i] = k(i);
-      });
-      return;
-    }
-    for (std::size_t i = 0; i < n; ++i) out[i] = f(i);
+    detail::host_for_each<detail::store_into<detail::store_as<K, T>, T>, is_half_float_v<T>>(
+        n, detail::store_into<detail::store_as<K, T>, T>{f, out}, n >= serial_threshold);
   } else {
 #if LOCUS_HAS_CUDA
     cuda::device_guard guard(reg.physical_of(d.index), d);
@@ -178,7 +240,7 @@ void transform_rows(std::size_t rows, std::size_t cols, const K& kernel, T* out)
     const std::size_t per_row = (cols + span - 1) / span;
     const detail::row_tile<K, T> f{kernel, out, cols, span, per_row};
     const std::size_t tiles = rows * per_row;
-    detail::host_for_each(tiles, f, tiles > 1 && rows * cols >= serial_threshold);
+    detail::host_for_each<detail::row_tile<K, T>, is_half_float_v<T>>(tiles, f, tiles > 1 && rows * cols >= serial_threshold);
   } else {
     transform<D>(rows * cols, kernel, out);
   }
