@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -565,7 +566,7 @@ TEST_CASE("data::resident gathers what data::gather does, labels and float targe
     CHECK_FALSE(rows.holds(set == &labelled ? regression : labelled));
     for (const auto& [first, count] : std::vector<std::pair<std::size_t, std::size_t>>{{0, 40}, {13, 9}, {39, 1}, {40, 0}}) {
       INFO("rows " << first << " + " << count);
-      auto [x, y] = rows.gather(order, 1, first, count);
+      auto [x, y] = rows.gather(order, first, count);
       auto [hx, hy] = data::gather<gpu<1>>(*set, order, first, count);
       CHECK(x.shape() == hx.shape());
       CHECK(x.to_vector() == hx.to_vector());
@@ -573,23 +574,47 @@ TEST_CASE("data::resident gathers what data::gather does, labels and float targe
       CHECK(y.values.shape() == hy.values.shape());
       CHECK(y.values.to_vector() == hy.values.to_vector());
     }
-    CHECK(rows.order_uploads() == 1);  // one epoch: its order uploaded once
+    CHECK(rows.order_uploads() == 1);  // one order: uploaded once
     const auto next = data::shuffled(40, 7, 2);
-    auto [x2, y2] = rows.gather(next, 2, 0, 8);
+    auto [x2, y2] = rows.gather(next, 0, 8);
     CHECK(rows.order_uploads() == 2);
     CHECK(x2.to_vector() == data::gather<gpu<1>>(*set, next, 0, 8).first.to_vector());
+    // Another order whose entries for this batch differ from the held one's: uploaded, never the
+    // held order's rows (only the entries a batch uses are compared: no upload when they agree).
+    auto other = next;
+    std::swap(other[3], other[30]);
+    CHECK(rows.gather(other, 0, 8).first.to_vector() == data::gather<gpu<1>>(*set, other, 0, 8).first.to_vector());
+    CHECK(rows.order_uploads() == 3);
+    (void)rows.gather(next, 10, 8);  // entries 10..17 of next and other agree
+    CHECK(rows.order_uploads() == 3);
   }
   data::resident<gpu<0>> rows(labelled);
   auto shorter = order;
   shorter.pop_back();
-  CHECK_THROWS_WITH((void)rows.gather(shorter, 0, 0, 4), Catch::Contains("an order of 39 over 40 rows"));
+  CHECK_THROWS_WITH((void)rows.gather(shorter, 0, 4), Catch::Contains("an order of 39 over 40 rows"));
   auto bad = order;
   bad[5] = 40;
-  CHECK_THROWS_WITH((void)rows.gather(bad, 0, 0, 4), Catch::Contains("order[5] = 40 past the 40 rows"));
+  CHECK_THROWS_WITH((void)rows.gather(bad, 0, 4), Catch::Contains("order[5] = 40 past the 40 rows"));
   CHECK(rows.order_uploads() == 0);  // nothing taken from a refused order
-  CHECK_THROWS_WITH((void)rows.gather(order, 0, 38, 3), Catch::Contains("rows [38, 38 + 3) of an order of 40"));
-  CHECK_THROWS_AS((void)data::resident<gpu<0>>{}.gather(order, 0, 0, 1), config_error);
+  CHECK_THROWS_WITH((void)rows.gather(order, 38, 3), Catch::Contains("rows [38, 38 + 3) of an order of 40"));
+  CHECK_THROWS_WITH((void)rows.gather(order, std::size_t(-1), 2), Catch::Contains("rows [18446744073709551615, "));
+  CHECK_THROWS_AS((void)rows.gather(order, 1, std::size_t(-1)), shape_error);
+  (void)rows.gather(order, 0, 4);
+  bad = order;
+  bad[2] = 4000000000u;  // an entry of the batch past the rows, in an order of the right length
+  CHECK_THROWS_WITH((void)rows.gather(bad, 0, 4), Catch::Contains("order[2] = 4000000000 past the 40 rows"));
+  CHECK_THROWS_AS((void)data::resident<gpu<0>>{}.gather(order, 0, 1), config_error);
   CHECK_FALSE(data::resident<gpu<0>>{}.holds(labelled));
+  // A set whose tensors are replaced after the copy is not held (read on the host), rows or labels.
+  auto changing = synthetic(40, 3);
+  data::resident<gpu<0>> copy(changing);
+  REQUIRE(copy.holds(changing));
+  changing.images = on<cpu>(changing.images * 2.f);
+  CHECK_FALSE(copy.holds(changing));
+  auto relabelled = synthetic(40, 3);
+  data::resident<gpu<0>> copy2(relabelled);
+  relabelled.labels = tensor<std::int32_t, cpu>(std::vector<std::int32_t>(40, 1));
+  CHECK_FALSE(copy2.holds(relabelled));
 }
 
 TEST_CASE("a training set kept on the GPUs: the host path's steps bit for bit, uploaded once a fit, each epoch's "
@@ -624,6 +649,24 @@ TEST_CASE("a training set kept on the GPUs: the host path's steps bit for bit, u
   {
     data_parallel<hogwild, gpu<0>> a{model, sgd{0.1f, 0.9f}}, b{model, sgd{0.1f, 0.9f}};  // one worker: deterministic
     same_steps(a, b);
+  }
+  {
+    // A set whose rows are replaced between epochs (on_epoch) is read on the host from then on: the
+    // device copy never serves the old rows.
+    auto changing = synthetic(512, 2);
+    const auto flip = [&](const epoch_summary&) {
+      changing.images = on<cpu>(1.f - changing.images);
+      return true;
+    };
+    auto host_flip = on_host, device_flip = on_device;
+    host_flip.on_epoch = device_flip.on_epoch = flip;
+    data_parallel<sync_average, gpu<0>, gpu<1>> a{model, sgd{0.1f, 0.9f}}, b{model, sgd{0.1f, 0.9f}};
+    const auto ra = a.fit(changing, host_flip);
+    changing = synthetic(512, 2);
+    const auto rb = b.fit(changing, device_flip);
+    REQUIRE(ra.curve.size() == rb.curve.size());
+    CHECK(ra.curve.back().loss == rb.curve.back().loss);
+    CHECK(a.parameters() == b.parameters());
   }
 #if !LOCUS_HAS_CUDA
   // Emulated GPUs: the host path writes a batch in place (no wait, no kernel), so what the device

@@ -164,7 +164,7 @@ void hogwild_worker(const hogwild_run& h, replica<D>& local, tensor<float, D, 1>
       });
     }
     from_host(staging, local.parameters());
-    auto [x, y] = data::batch_of<D>(rows, h.data, *h.orders.of(epoch), epoch, first, o.batch);
+    auto [x, y] = data::batch_of<D>(rows, h.data, *h.orders.of(epoch), first, o.batch);
     const auto checked = checked_loss_and_grad(local, x, y);  // one host wait for both
     const double loss = checked.first;
     if (!checked.second) {

@@ -41,7 +41,6 @@ namespace detail {
 struct local_shard {
   const data::labelled_images& data;
   const std::vector<std::uint32_t>& order;
-  std::size_t epoch;     ///< whose order it is (a resident copy uploads it once)
   std::size_t first;     ///< the batch's first position in `order`
   std::size_t batch;     ///< the global batch
   std::size_t replicas;  ///< over all ranks
@@ -58,7 +57,7 @@ struct local_shard {
 template <device D>
 bool local_gradient(replica<D>& r, const local_shard& s, std::size_t index, double& loss, data::resident<D>* rows) {
   const auto mine = data::shard_of(s.first, s.batch, index, s.replicas);
-  auto [x, y] = data::batch_of<D>(rows, s.data, s.order, s.epoch, mine.first, mine.count);
+  auto [x, y] = data::batch_of<D>(rows, s.data, s.order, mine.first, mine.count);
   const auto checked = checked_loss_and_grad(r, x, y);  // one host wait for both
   loss = checked.first;
   if (checked.second) return true;
@@ -131,7 +130,7 @@ struct basic_local_sgd {
       const auto order = data::shuffled(c.data.size(), o.seed, epoch);
       for (std::size_t b = 0; b < per_epoch && step < c.total_steps; ++b) {
         const float lr = c.lr(step);
-        const detail::local_shard shard{c.data, order, epoch, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
+        const detail::local_shard shard{c.data, order, b * o.batch, o.batch, s.replica_count(), step, o.on_non_finite,
                                           s.scaler() != nullptr};
         s.run([&](auto& r) {
           const std::size_t i = r.index();

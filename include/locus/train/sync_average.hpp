@@ -38,7 +38,6 @@ namespace detail {
 struct sync_shard {
   const data::labelled_images& data;
   const std::vector<std::uint32_t>& order;
-  std::size_t epoch;       ///< whose order it is (a resident copy uploads it once)
   std::size_t first;       ///< the batch's first position in `order`
   std::size_t batch;       ///< the global batch
   std::size_t replicas;    ///< over all ranks
@@ -63,7 +62,7 @@ void sync_gradient(replica<D>& r, tensor<float, D, 1>& g, const sync_shard& s, s
   tensor<double, D, 0> total;
   if (s.accumulate > 1) total = tensor<double, D, 0>(locus::shape<0>{}, 0.0);
   for (std::size_t k = 0; k < s.accumulate; ++k) {
-    auto [x, y] = data::batch_of<D>(rows, s.data, s.order, s.epoch, mine.first + k * s.micro, s.micro);
+    auto [x, y] = data::batch_of<D>(rows, s.data, s.order, mine.first + k * s.micro, s.micro);
     r.loss_and_grad_into(x, y, loss_slot);
     if (s.accumulate > 1) total = total + cast<double>(loss_slot);
     if (!s.packed) continue;
@@ -141,7 +140,7 @@ struct basic_sync_average {
         // Across ranks, a failure of this rank since the last exchange (its checkpoint, on_step)
         // rides in this one instead of a gradient.
         const bool failed = spans && !c.failure.empty();
-        const detail::sync_shard shard{c.data, order, epoch, first, o.batch, replicas, micro, accumulate, n, packed};
+        const detail::sync_shard shard{c.data, order, first, o.batch, replicas, micro, accumulate, n, packed};
         s.run([&](auto& r) {
           const std::size_t i = r.index();
           auto& g = r.buffer();
