@@ -514,7 +514,9 @@ LOCUS_HOST_DEVICE inline void for_each_window_max(const T* plane, const pool_geo
 /// four taps of window ox of output row oy are a0 = row0[2 ox], a1 = row0[2 ox + 1], a2 = row1[2 ox],
 /// a3 = row1[2 ox + 1] (row0, row1 the input rows 2 oy and 2 oy + 1), compared in window_argmax's
 /// order through selects, so the compiler runs a row of windows in vector lanes.
-inline bool is_2x2_stride_2(const pool_geometry& g) { return g.wh == 2 && g.ww == 2 && g.sh == 2 && g.sw == 2; }
+LOCUS_HOST_DEVICE inline bool is_2x2_stride_2(const pool_geometry& g) {
+  return g.wh == 2 && g.ww == 2 && g.sh == 2 && g.sw == 2;
+}
 
 /// m, k <- the first maximum of (m, k) and tap (v, j), NaN the maximum once seen; K an unsigned
 /// integer as wide as T (the same lanes).
