@@ -80,14 +80,10 @@ public:
   /// Uploads `data` (one copy per tensor). The set must outlive this object's use of it only for
   /// holds(): the rows themselves are copied.
   explicit resident(const labelled_images& data)
-      : source_(&data), source_images_(data.images.data()), source_labels_(data.labels.data()),
+      : source_(countable(data)), source_images_(data.images.data()), source_labels_(data.labels.data()),
         source_targets_(data.targets.data()), cols_(data.images.extent(1)),
         k_(data.has_targets() ? data.targets.extent(1) : 0), images_(to<D>(data.images)), labels_(to<D>(data.labels)),
-        targets_(to<D>(data.targets)) {
-    if (data.size() > std::size_t(std::numeric_limits<std::int32_t>::max()))
-      throw data_error("locus: data::resident: " + std::to_string(data.size()) +
-                       " rows (a resident set's order counts rows in int32: at most 2^31 - 1)");
-  }
+        targets_(to<D>(data.targets)) {}
 
   /// True when this object holds `data`: the object it was made from, with the same tensors (a
   /// set whose tensors were replaced since is not held: it is read on the host).
@@ -140,6 +136,13 @@ public:
 
 private:
   [[nodiscard]] std::size_t source_rows() const noexcept { return images_.extent(0); }
+  /// &data, after its rows are found countable by an int32 order (before anything is uploaded).
+  static const labelled_images* countable(const labelled_images& data) {
+    if (data.size() > std::size_t(std::numeric_limits<std::int32_t>::max()))
+      throw data_error("locus: data::resident: " + std::to_string(data.size()) +
+                       " rows (a resident set's order counts rows in int32: at most 2^31 - 1)");
+    return &data;
+  }
 
   const labelled_images* source_ = nullptr;
   const float* source_images_ = nullptr;
