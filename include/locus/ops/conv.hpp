@@ -467,6 +467,15 @@ LOCUS_HOST_DEVICE inline V masked_select(bool take, V x, V y) {
   return std::bit_cast<V>(static_cast<U>((std::bit_cast<U>(x) & m) | (std::bit_cast<U>(y) & ~m)));
 }
 
+/// m, k <- the first maximum of (m, k) and tap (v, j), NaN the maximum once seen; ties keep (m, k);
+/// through masks, no branch to mispredict (K an unsigned integer, as wide as T for shared lanes).
+template <class T, class K>
+LOCUS_HOST_DEVICE inline void take_larger(T v, K j, T& m, K& k) {
+  const bool take = (m == m) & ((v != v) | (v > m));
+  m = masked_select(take, v, m);
+  k = masked_select(take, j, k);
+}
+
 /// Host pooling works on blocks of this many windows of one output row.
 inline constexpr std::size_t row_block = 64;
 
@@ -486,12 +495,7 @@ LOCUS_HOST_DEVICE inline void row_argmax(const T* plane, const pool_geometry& g,
       const std::size_t base = (oy * g.sh + r) * g.w + ox0 * g.sw + s;
       for (std::size_t j = 0; j < m; ++j) {
         const std::size_t a = base + j * g.sw;
-        const T v = plane[a], b = best[j];
-        // NaN sticks once seen; ties keep the first. Selected through masks: no branch to mispredict
-        // (compilers turn `take ? v : b` of floats into one).
-        const bool take = (b == b) & ((v != v) | (v > b));
-        best[j] = masked_select(take, v, b);
-        at[j] = masked_select(take, a, at[j]);
+        take_larger(plane[a], a, best[j], at[j]);
       }
     }
 }
@@ -518,27 +522,27 @@ LOCUS_HOST_DEVICE inline bool is_2x2_stride_2(const pool_geometry& g) {
   return g.wh == 2 && g.ww == 2 && g.sh == 2 && g.sw == 2;
 }
 
-/// m, k <- the first maximum of (m, k) and tap (v, j), NaN the maximum once seen; K an unsigned
-/// integer as wide as T (the same lanes).
-template <class T, class K>
-LOCUS_HOST_DEVICE inline void take_larger(T v, K j, T& m, K& k) {
-  const bool take = (m == m) & ((v != v) | (v > m));
-  m = masked_select(take, v, m);
-  k = masked_select(take, j, k);
-}
 template <class T>
 using tap_index = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+/// Window ox of a 2x2 row: its first maximum into m, the tap holding it (0..3, row-major) into k.
+template <class T>
+LOCUS_HOST_DEVICE inline void max_2x2(const T* row0, const T* row1, std::size_t ox, T& m, tap_index<T>& k) {
+  using K = tap_index<T>;
+  m = row0[2 * ox];
+  k = 0;
+  take_larger(row0[2 * ox + 1], K(1), m, k);
+  take_larger(row1[2 * ox], K(2), m, k);
+  take_larger(row1[2 * ox + 1], K(3), m, k);
+}
 
 /// Windows ox in [0, ow) of one 2x2 row: their maxima into y.
 template <class T>
 LOCUS_HOST_DEVICE inline void max_2x2_row(const T* row0, const T* row1, std::size_t ow, T* y) {
-  using K = tap_index<T>;
   for (std::size_t ox = 0; ox < ow; ++ox) {
-    T m = row0[2 * ox];
-    K k = 0;
-    take_larger(row0[2 * ox + 1], K(1), m, k);
-    take_larger(row1[2 * ox], K(2), m, k);
-    take_larger(row1[2 * ox + 1], K(3), m, k);
+    T m;
+    tap_index<T> k;
+    max_2x2(row0, row1, ox, m, k);
     y[ox] = m;
   }
 }
@@ -549,13 +553,10 @@ LOCUS_HOST_DEVICE inline void max_2x2_row(const T* row0, const T* row1, std::siz
 template <class T>
 LOCUS_HOST_DEVICE inline void max_2x2_row_backward(const T* row0, const T* row1, const T* dy, std::size_t ow, T* dx0,
                                                    T* dx1) {
-  using K = tap_index<T>;
   for (std::size_t ox = 0; ox < ow; ++ox) {
-    T m = row0[2 * ox];
-    K k = 0;
-    take_larger(row0[2 * ox + 1], K(1), m, k);
-    take_larger(row1[2 * ox], K(2), m, k);
-    take_larger(row1[2 * ox + 1], K(3), m, k);
+    T m;
+    tap_index<T> k;
+    max_2x2(row0, row1, ox, m, k);
     const T d = dy[ox] + T(0);
     dx0[2 * ox] = masked_select(k == 0, d, T(0));
     dx0[2 * ox + 1] = masked_select(k == 1, d, T(0));
